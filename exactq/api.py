@@ -1,0 +1,139 @@
+"""The public entry points: :func:`model`, :func:`solve` and :func:`check`.
+
+The API knows models and methods only through the catalogue; it never special-cases
+a model class.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .catalogue import Model, check_method_for, get_model
+from .errors import ModelError, NotApplicableError
+from .result import Result
+
+__all__ = ["model", "solve", "check", "STATIONARY_SOLVERS"]
+
+#: names of stationary linear solvers; ``method=<one of these>`` means the CTMC
+#: method with that stationary solver.
+STATIONARY_SOLVERS = ("direct", "gmres", "power", "gth", "mpmath")
+
+
+def model(name: str, **params: Any) -> Model:
+    """Build and validate the model registered as ``name``.
+
+    Parameters are given as keywords; strings are parsed as on the command line
+    (``service_rates="1,2"``).
+    """
+    return get_model(name).create(**params)
+
+
+def _as_model(m: Model | str, params: dict) -> Model:
+    if isinstance(m, Model):
+        if params:
+            raise ModelError(
+                f"parameters {sorted(params)} given with an already built model; "
+                "pass a model name instead"
+            )
+        return m
+    return model(m, **params)
+
+
+def resolve_method(m: Model, method: str) -> tuple[str, dict]:
+    """Map the user's ``method`` to a registered method and its extra options."""
+    methods = type(m).methods
+    if method in ("auto", None, ""):
+        return methods[0], {}
+    if method in methods:
+        return method, {}
+    if method in STATIONARY_SOLVERS and "ctmc" in methods:
+        return "ctmc", {"solver": method}
+    valid = list(methods) + (list(STATIONARY_SOLVERS) if "ctmc" in methods else [])
+    raise NotApplicableError(f"method {method!r} does not apply to model {m.name}; valid: {', '.join(valid)}")
+
+
+def resolve_measure(m: Model, measure: str | None) -> str:
+    if measure is None:
+        return type(m).default_measure
+    if measure not in type(m).measures:
+        raise ModelError(
+            f"unknown measure {measure!r} for model {m.name}; valid: {', '.join(type(m).measures)}"
+        )
+    return measure
+
+
+def solve(
+    model: Model | str,
+    measure: str | None = None,
+    *,
+    method: str = "auto",
+    tol: float = 1e-9,
+    truncation: int | None = None,
+    verify: bool = False,
+    strict: bool = False,
+    **params: Any,
+) -> Result:
+    """Compute a performance measure of a model.
+
+    Parameters
+    ----------
+    model : str or Model
+        A model name from the catalogue (``exactq models``) with its parameters as
+        keywords, or a model instance.
+    measure : str, optional
+        One of the model's measures (default: the model's default measure).
+    method : str
+        ``"auto"`` (the model's preferred method), one of the model's methods, or a
+        stationary solver name (``direct``, ``gmres``, ``power``, ``gth``,
+        ``mpmath``) for CTMC-based models.
+    tol : float
+        Target relative accuracy; for infinite models the truncation grows until
+        the estimated truncation error is below ``tol``.
+    truncation : int, optional
+        Fix the truncation level instead of choosing it automatically.
+    verify : bool
+        Re-solve the chain at 50 digits with mpmath and report the agreement in
+        ``result.info["verify"]``.
+    strict : bool
+        Turn accuracy and convergence warnings into errors.
+
+    Returns
+    -------
+    Result
+
+    Examples
+    --------
+    >>> r = solve("mm1", "mean_number", arrival_rate=0.5, service_rate=1.0)
+    >>> abs(r.value - 1.0) < 1e-12
+    True
+    """
+    m = _as_model(model, params)
+    name = resolve_measure(m, measure)
+    method_name, extra = resolve_method(m, method)
+    spec = check_method_for(m, method_name)
+    if not (isinstance(tol, (int, float)) and 0 < tol < 1):
+        raise ModelError(f"tol must be in (0, 1); got {tol!r}")
+    if truncation is not None and (int(truncation) != truncation or truncation < 1):
+        raise ModelError(f"truncation must be an integer >= 1; got {truncation!r}")
+    t0 = time.perf_counter()
+    result = spec.fn(m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, **extra)
+    result.measure = name
+    if not result.seconds:
+        result.seconds = time.perf_counter() - t0
+    return result
+
+
+def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int | None = None,
+          strict: bool = False, **params: Any) -> Result:
+    """Evaluate a CSL-style query (``S=? [ q1 > 5 ]``, ``P=? [ F<=10 q1 = 3 ]``, ...).
+
+    The model must offer a CTMC; infinite models are truncated automatically (or at
+    ``truncation``) until the query's value changes by less than ``tol``.
+    """
+    from exactq.solvers.ctmc_method import check_query
+
+    m = _as_model(model, params)
+    if not m.offers("ctmc"):
+        raise NotApplicableError(f"model {m.name} has no CTMC representation; queries need one")
+    return check_query(m, query, tol=tol, truncation=truncation, strict=strict)

@@ -1,0 +1,54 @@
+"""Registry of paper reproductions for ``exactq reproduce NAME``.
+
+A reproduction is a function ``fn(out_dir: pathlib.Path | None) -> str`` that computes
+a seed paper's table(s) with exactq, returns them as text, and, when ``out_dir`` is
+given, writes the table as JSON and (if matplotlib is installed, the ``plot`` extra)
+the figure(s) into it. Register with :func:`register_reproduction`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from .errors import ModelError
+
+__all__ = ["register_reproduction", "reproduce", "reproduction_names"]
+
+_REPRODUCTIONS: dict[str, tuple[Callable[[Path | None], str], str]] = {}
+
+
+def register_reproduction(name: str, doc: str):
+    """Decorator registering ``fn(out_dir) -> str`` as reproduction ``name``."""
+
+    def deco(fn):
+        _REPRODUCTIONS[name] = (fn, doc)
+        return fn
+
+    return deco
+
+
+def reproduction_names() -> dict[str, str]:
+    from .catalogue import _load
+
+    _load()
+    return {k: v[1] for k, v in sorted(_REPRODUCTIONS.items())}
+
+
+def reproduce(name: str, out_dir: str | Path | None = None) -> str:
+    """Run reproduction ``name``; return its text tables (files go to ``out_dir``)."""
+    names = reproduction_names()
+    if name not in names:
+        raise ModelError(f"unknown reproduction {name!r}; valid: {', '.join(names) or '(none)'}")
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    return _REPRODUCTIONS[name][0](out)
+
+
+def have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,3 @@
+"""Model families of exactq, installed as ``exactq.models``; importing registers them."""
+
+from . import basic, jsq  # noqa: F401

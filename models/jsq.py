@@ -1,0 +1,164 @@
+"""Join-the-shortest-queue with heterogeneous exponential servers.
+
+n >= 2 parallel queues, server i of rate ``service_rates[i]``, Poisson arrivals of
+rate ``arrival_rate``; an arrival joins a shortest queue (queue lengths count the job
+in service). Ties go uniformly to the tied queues (``ties=random``) or to the fastest
+tied server (``ties=fastest``, uniformly among equally fast ones). With a finite
+``capacity`` per queue an arrival finding every queue full is lost; the shortest
+non-full queue is joined otherwise.
+
+References
+----------
+Adan, Wessels & Zijm, "Analysis of the symmetric shortest queue problem", Stochastic
+Models 6(4), 1990; "Analysis of the asymmetric shortest queue problem", Queueing
+Systems 8, 1991.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from exactq.catalogue import Model, register_model
+from exactq.ctmc import Event, build_ctmc
+from exactq.errors import ModelError, UnstableError
+from exactq.params import Param
+from exactq.statespace import StateSpace
+
+__all__ = ["JSQ", "jsq_routing"]
+
+
+def jsq_routing(states: np.ndarray, rates: np.ndarray, ties: str, capacity: float) -> np.ndarray:
+    """Routing probabilities of an arrival in every state at once.
+
+    Parameters
+    ----------
+    states : (N, n) int array of queue lengths
+    rates : (n,) service rates
+    ties : {"random", "fastest"}
+    capacity : per-queue capacity (``inf`` for none)
+
+    Returns
+    -------
+    (N, n) array whose rows sum to 1, or to 0 where every queue is full.
+    """
+    q = states.astype(float)
+    if math.isfinite(capacity):
+        q = np.where(states >= capacity, np.inf, q)
+    shortest = q.min(axis=1, keepdims=True)
+    tied = (q == shortest) & np.isfinite(q)
+    if ties == "fastest":
+        mu = np.where(tied, rates[None, :], -np.inf)
+        tied &= mu == mu.max(axis=1, keepdims=True)
+    count = tied.sum(axis=1, keepdims=True)
+    return np.divide(tied, count, out=np.zeros(q.shape), where=count > 0)
+
+
+@register_model
+@dataclass(frozen=True)
+class JSQ(Model):
+    """Join the shortest queue (see the module docstring)."""
+
+    name = "jsq"
+    summary = "join-the-shortest-queue, n >= 2 exponential servers, optional capacity per queue"
+    reference = "Adan, Wessels & Zijm, Stochastic Models 6(4) 1990; Queueing Systems 8 1991"
+    parameters = (
+        Param("arrival_rate", "float", "Poisson arrival rate (total)", low=0.0, low_open=True),
+        Param("service_rates", "floats", "service rate of each server", low=0.0, low_open=True, min_len=2),
+        Param("ties", "choice", "how ties between shortest queues are broken", default="random",
+              choices=("random", "fastest")),
+        Param("capacity", "int_or_inf", "maximum jobs per queue (arrivals finding all full are lost)",
+              default=math.inf, low=1),
+    )
+    measures = {
+        "mean_number": "E[L], mean total number in system",
+        "mean_response_time": "E[T] of an accepted job (Little)",
+        "mean_waiting_time": "E[W], time in queue excluding service, of an accepted job",
+        "mean_queue_lengths": "mean number at each queue (list)",
+        "p_wait": "probability that an accepted arrival has to wait",
+        "prob_empty": "probability that every queue is empty",
+        "blocking_probability": "probability that an arrival is lost (finite capacity)",
+    }
+    methods = ("ctmc",)
+    default_measure = "mean_number"
+
+    arrival_rate: float
+    service_rates: tuple
+    ties: str = "random"
+    capacity: float = math.inf
+
+    def check(self):
+        if self.is_infinite:
+            total = float(sum(self.service_rates))
+            if self.arrival_rate >= total:
+                raise UnstableError(
+                    f"arrival_rate must be < total service rate {total:g} for stability; "
+                    f"got {self.arrival_rate:g}"
+                )
+
+    @property
+    def is_infinite(self) -> bool:
+        return not math.isfinite(self.capacity)
+
+    @property
+    def n_servers(self) -> int:
+        return len(self.service_rates)
+
+    # -- CTMC ------------------------------------------------------------------
+    def truncation_start(self, tol: float) -> int:
+        rho = self.arrival_rate / sum(self.service_rates)
+        return int(math.ceil(math.log(tol) / math.log(rho) / self.n_servers)) + 10
+
+    def ctmc(self, truncation=None):
+        n = self.n_servers
+        if self.is_infinite:
+            if truncation is None:
+                raise ModelError("jsq without capacity needs a truncation level")
+            K = int(truncation)
+            trunc = {"level": K, "rule": "block", "variables": "each queue"}
+        else:
+            K = int(self.capacity)
+            trunc = {}
+        mu = np.asarray(self.service_rates, dtype=float)
+        lam = self.arrival_rate
+        space = StateSpace.box([f"q{i + 1}" for i in range(n)], hi=[K] * n)
+        routing = jsq_routing(space.states, mu, self.ties, self.capacity)
+        unit = np.eye(n, dtype=np.int64)
+
+        def arrival(i):
+            return Event(f"arrival_{i + 1}", lambda s: (lam * routing[:, i], s + unit[i]))
+
+        def departure(i):
+            return Event(f"departure_{i + 1}", lambda s: (mu[i] * (s[:, i] > 0), s - unit[i]))
+
+        events = [arrival(i) for i in range(n)] + [departure(i) for i in range(n)]
+        consts = {"K": K, "capacity": K, "arrival_rate": lam}
+        return build_ctmc(space, events, initial=np.zeros(n, np.int64), truncation=trunc,
+                          constants=consts, labels={"full": routing.sum(1) == 0})
+
+    def ctmc_measure(self, measure, chain, pi):
+        s = chain.states
+        p_lost = float(pi[chain.labels["full"]].sum()) if not self.is_infinite else 0.0
+        accepted = self.arrival_rate * (1.0 - p_lost)
+        total = s.sum(axis=1)
+        if measure == "mean_number":
+            return float(pi @ total)
+        if measure == "mean_response_time":
+            return float(pi @ total) / accepted
+        if measure == "mean_waiting_time":
+            return float(pi @ np.maximum(s - 1, 0).sum(axis=1)) / accepted
+        if measure == "mean_queue_lengths":
+            return (pi @ s).tolist()
+        if measure == "p_wait":
+            routing = jsq_routing(s, np.asarray(self.service_rates, float), self.ties, self.capacity)
+            joined_busy = (routing * (s > 0)).sum(axis=1)
+            return float(pi @ joined_busy) / (1.0 - p_lost)
+        if measure == "prob_empty":
+            return float(pi[total == 0].sum())
+        if measure == "blocking_probability":
+            if self.is_infinite:
+                raise ModelError("blocking_probability needs a finite capacity; got capacity=inf")
+            return p_lost
+        raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover

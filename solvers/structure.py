@@ -1,0 +1,64 @@
+"""Graph structure of a generator: communicating classes and irreducibility.
+
+Uses :func:`scipy.sparse.csgraph.connected_components` (Tarjan/Pearce strong
+components), so it scales to millions of states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+__all__ = ["ClassStructure", "communicating_classes"]
+
+
+@dataclass(frozen=True)
+class ClassStructure:
+    """Strong components of the transition graph.
+
+    Attributes
+    ----------
+    labels : (n,) ndarray of int
+        Component of each state.
+    n_classes : int
+    closed : ndarray of int
+        Labels of the closed (recurrent) classes: no transition leaves them.
+    representatives : ndarray of int
+        One state index in each closed class (its smallest index).
+    """
+
+    labels: np.ndarray
+    n_classes: int
+    closed: np.ndarray
+    representatives: np.ndarray
+
+    @property
+    def is_irreducible(self) -> bool:
+        return self.n_classes == 1
+
+    @property
+    def recurrent_mask(self) -> np.ndarray:
+        """States in a closed class."""
+        return np.isin(self.labels, self.closed)
+
+
+def communicating_classes(Q: sp.spmatrix) -> ClassStructure:
+    """Communicating classes of the chain with generator (or transition matrix) ``Q``."""
+    A = sp.csr_matrix(Q, copy=True)
+    A.setdiag(0)
+    A.eliminate_zeros()
+    n_classes, labels = connected_components(A, directed=True, connection="strong")
+    if n_classes == 1:
+        return ClassStructure(labels, 1, np.array([0]), np.array([0]))
+    coo = A.tocoo()
+    leaving = labels[coo.row] != labels[coo.col]
+    has_exit = np.zeros(n_classes, dtype=bool)
+    has_exit[labels[coo.row[leaving]]] = True
+    closed = np.flatnonzero(~has_exit)
+    n = len(labels)
+    first = np.full(n_classes, n)
+    np.minimum.at(first, labels, np.arange(n))
+    return ClassStructure(labels, n_classes, closed, first[closed])
