@@ -335,8 +335,8 @@ class _Parser:
             inner = self.ternary()
             if not self.at(")"):
                 raise self.error("')'")
-            self.advance()
-            return inner
+            close = self.advance()
+            return self._span(inner, tok.pos, close.end)
         raise self.error("an expression")
 
     def call(self, name: Token) -> ast.expr:
@@ -357,7 +357,7 @@ class _Parser:
         lo, hi = FUNCTIONS[name.text]
         if len(args) < lo or (hi is not None and len(args) > hi):
             want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
-            noun = "argument" if want == "1" else "arguments"
+            noun = "argument" if want in ("1", "at least 1") else "arguments"
             raise syntax_error(self.offset + name.pos + 1,
                                f"function {name.text!r} takes {want} {noun}; got {len(args)}", self.full_text)
         node = ast.Call(func=ast.Name(id=name.text, ctx=ast.Load()), args=args, keywords=[])
@@ -473,6 +473,8 @@ class Expression:
                 elif arr.shape[0] != length:
                     raise ModelError(f"name {name!r} in expression {self.text!r} has {arr.shape[0]} "
                                      f"values; expected {length} (one per state)")
+            if arr.dtype.kind == "u":
+                arr = arr.astype(np.int64)
             values[name] = arr
         if length is None:
             for v in namespace.values():

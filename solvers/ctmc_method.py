@@ -33,7 +33,7 @@ from .stationary import stationary
 
 __all__ = ["solve_ctmc", "check_query", "solve_chain", "VERIFY_MAX_STATES"]
 
-VERIFY_MAX_STATES = 50_000
+VERIFY_MAX_STATES = 200_000
 MAX_STATES = 6_000_000
 GROWTH = 1.5
 
