@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 _MODELS: dict[str, type] = {}
-_METHODS: dict[str, "MethodSpec"] = {}
+# a method name may have one implementation per representation (e.g. "closed-form")
+_METHODS: dict[str, list["MethodSpec"]] = {}
 
 
 class Model:
@@ -107,9 +108,12 @@ def register_method(name: str, *, requires: str, doc: str, options: tuple[str, .
     """Decorator: register ``fn(model, measure, **options) -> Result`` as method ``name``."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if name in _METHODS and _METHODS[name].fn is not fn:
-            raise ValueError(f"method name {name!r} registered twice")
-        _METHODS[name] = MethodSpec(name, fn, requires, doc, options)
+        specs = _METHODS.setdefault(name, [])
+        for other in specs:
+            if other.requires == requires and other.fn is not fn:
+                raise ValueError(f"method {name!r} for representation {requires!r} registered twice")
+        if not any(other.fn is fn for other in specs):
+            specs.append(MethodSpec(name, fn, requires, doc, options))
         return fn
 
     return deco
@@ -130,10 +134,11 @@ def get_model(name: str) -> type:
         raise ModelError(f"unknown model {name!r}; valid: {', '.join(sorted(_MODELS))}") from None
 
 
-def get_method(name: str) -> MethodSpec:
+def get_method(name: str) -> list[MethodSpec]:
+    """The implementations registered under ``name`` (one per representation)."""
     _load()
     try:
-        return _METHODS[name]
+        return list(_METHODS[name])
     except KeyError:
         raise ModelError(f"unknown method {name!r}; valid: {', '.join(sorted(_METHODS))}") from None
 
@@ -170,10 +175,10 @@ def describe_models() -> list[dict]:
 
 def check_method_for(model: Model, method: str) -> MethodSpec:
     """The spec of ``method`` if ``model`` offers it, else ``NotApplicableError``."""
-    spec = get_method(method)
-    if method not in type(model).methods or not spec.applies_to(model):
+    specs = [s for s in get_method(method) if s.applies_to(model)]
+    if method not in type(model).methods or not specs:
         raise NotApplicableError(
             f"method {method!r} does not apply to model {model.name}; "
             f"valid: {', '.join(type(model).methods)}"
         )
-    return spec
+    return specs[0]
