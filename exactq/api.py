@@ -44,7 +44,8 @@ def resolve_method(m: Model, method: str) -> tuple[str, dict]:
     """Map the user's ``method`` to a registered method and its extra options."""
     methods = type(m).methods
     if method in ("auto", None, ""):
-        return methods[0], {}
+        chooser = getattr(m, "auto_method", None)
+        return (chooser() if callable(chooser) else methods[0]), {}
     if method in methods:
         return method, {}
     if method in STATIONARY_SOLVERS and "ctmc" in methods:

@@ -23,7 +23,7 @@ import numpy as np
 
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
-from exactq.errors import ModelError, UnstableError
+from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.params import Param
 from exactq.statespace import StateSpace
 
@@ -81,7 +81,7 @@ class JSQ(Model):
         "prob_empty": "probability that every queue is empty",
         "blocking_probability": "probability that an arrival is lost (finite capacity)",
     }
-    methods = ("ctmc",)
+    methods = ("ctmc", "compensation")
     default_measure = "mean_number"
 
     arrival_rate: float
@@ -97,6 +97,25 @@ class JSQ(Model):
                     f"arrival_rate must be < total service rate {total:g} for stability; "
                     f"got {self.arrival_rate:g}"
                 )
+
+    def auto_method(self) -> str:
+        """Compensation for the symmetric two-server queue (exact series), else the CTMC."""
+        return "compensation" if self._is_symmetric_pair() else "ctmc"
+
+    def _is_symmetric_pair(self) -> bool:
+        r = self.service_rates
+        return self.is_infinite and len(r) == 2 and r[0] == r[1]
+
+    # -- quarter-plane random walk (compensation approach) ----------------------------
+    def quarter_plane(self) -> dict:
+        """The walk in (shorter queue, difference) for two identical servers."""
+        if not self._is_symmetric_pair():
+            raise NotApplicableError(
+                "compensation needs two identical servers and infinite capacity; got "
+                f"service_rates={list(self.service_rates)}, capacity={self.capacity}; use --method ctmc"
+            )
+        mu = self.service_rates[0]
+        return {"kind": "symmetric-jsq", "rho": self.arrival_rate / (2 * mu), "service_rate": mu}
 
     @property
     def is_infinite(self) -> bool:
