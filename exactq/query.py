@@ -1,0 +1,483 @@
+"""A small CSL-style query language over CTMCs, and its checker.
+
+Queries (whitespace-insensitive; expressions as in :mod:`exactq.expr`):
+
+=========================  ======================================================
+``S=? [ b ]``              steady-state probability of the condition ``b``
+``E=? [ e ]``              steady-state expectation of the numeric expression ``e``
+``P=? [ F<=t b ]``         probability of reaching ``b`` within time ``t``
+``P=? [ a U<=t b ]``       probability of reaching ``b`` within ``t`` through ``a``
+``P=? [ F b ]``            probability of ever reaching ``b``
+``P=? [ a U b ]``          probability of ever reaching ``b`` through ``a``
+``T=? [ F b ]``            expected time to reach ``b`` (``inf`` if it may be missed)
+=========================  ======================================================
+
+``F b`` is ``true U b``; ``F<t`` is accepted as ``F<=t`` (the same probability in
+continuous time). ``P=?`` and ``T=?`` are reported for the chain's initial state.
+
+:func:`parse_query` turns the text into one of the frozen dataclasses
+:class:`SteadyProbability`, :class:`SteadyExpectation`, :class:`Until`,
+:class:`ExpectedTime`; :func:`check` evaluates it on a chain and returns a
+:class:`~exactq.result.Result`.
+
+References
+----------
+.. [BHHK03] C. Baier, B. Haverkort, H. Hermanns and J.-P. Katoen, "Model-checking
+   algorithms for continuous-time Markov chains", IEEE Transactions on Software
+   Engineering 29(6):524–541, 2003.
+.. [KNP11] M. Kwiatkowska, G. Norman and D. Parker, "PRISM 4.0: verification of
+   probabilistic real-time systems", CAV 2011 (the property syntax followed here).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Union
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .errors import ModelError, NotApplicableError
+from .expr import Expression, Token, describe_token, parse_expression, parse_fragment, syntax_error, tokenize
+from .result import Result
+
+__all__ = [
+    "Query",
+    "SteadyProbability",
+    "SteadyExpectation",
+    "Until",
+    "ExpectedTime",
+    "parse_query",
+    "check",
+]
+
+_TRUE = parse_expression("true")
+
+
+@dataclass(frozen=True)
+class SteadyProbability:
+    """``S=? [ expr ]``: long-run probability that the condition ``expr`` holds."""
+
+    expr: Expression
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "steady_probability"
+
+    def __str__(self) -> str:
+        return self.text or f"S=? [ {self.expr.text} ]"
+
+
+@dataclass(frozen=True)
+class SteadyExpectation:
+    """``E=? [ expr ]``: long-run expectation of the numeric expression ``expr``."""
+
+    expr: Expression
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "steady_expectation"
+
+    def __str__(self) -> str:
+        return self.text or f"E=? [ {self.expr.text} ]"
+
+
+@dataclass(frozen=True)
+class Until:
+    """``P=? [ left U<=time_bound right ]`` (``time_bound`` None: unbounded).
+
+    ``P=? [ F b ]`` parses to ``Until(true, b, None)``.
+    """
+
+    left: Expression
+    right: Expression
+    time_bound: float | None = None
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "until"
+
+    @property
+    def is_bounded(self) -> bool:
+        return self.time_bound is not None
+
+    def __str__(self) -> str:
+        if self.text:
+            return self.text
+        bound = "" if self.time_bound is None else f"<={self.time_bound:g}"
+        if self.left == _TRUE:
+            return f"P=? [ F{bound} {self.right.text} ]"
+        return f"P=? [ {self.left.text} U{bound} {self.right.text} ]"
+
+
+@dataclass(frozen=True)
+class ExpectedTime:
+    """``T=? [ F target ]``: expected time to reach ``target``."""
+
+    target: Expression
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "expected_time"
+
+    def __str__(self) -> str:
+        return self.text or f"T=? [ F {self.target.text} ]"
+
+
+Query = Union[SteadyProbability, SteadyExpectation, Until, ExpectedTime]
+
+_OPERATORS = ("S", "E", "P", "T")
+
+
+class _QueryParser:
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+
+    def peek(self, k: int = 0) -> Token | None:
+        j = self.i + k
+        return self.tokens[j] if j < len(self.tokens) else None
+
+    def column(self, tok: Token | None) -> int:
+        return tok.pos + 1 if tok is not None else len(self.text) + 1
+
+    def fail(self, expected: str, *, after: str | None = None, tok: Token | None | bool = False):
+        tok = self.peek() if tok is False else tok
+        where = f" after {after!r}" if after else ""
+        return syntax_error(self.column(tok), f"expected {expected}{where}; got {describe_token(tok)}", self.text)
+
+    def expect(self, text: str, after: str | None) -> Token:
+        tok = self.peek()
+        if tok is None or tok.text != text or tok.kind not in ("op", "name"):
+            raise self.fail(repr(text), after=after)
+        self.i += 1
+        return tok
+
+    # ------------------------------------------------------------------------
+    def parse(self) -> Query:
+        tok = self.peek()
+        if tok is None or tok.kind != "name" or tok.text not in _OPERATORS:
+            raise self.fail("one of S=?, E=?, P=?, T=?")
+        self.i += 1
+        op = tok.text
+        eq = self.peek()
+        if eq is None or eq.text != "=" or self.peek(1) is None or self.peek(1).text != "?":
+            bad = eq if (eq is None or eq.text != "=") else self.peek(1)
+            if bad is not None and bad.text in ("<", "<=", ">", ">="):
+                raise syntax_error(self.column(bad), f"only numerical queries '{op}=?' are supported; "
+                                   f"got the threshold {bad.text!r}", self.text)
+            raise self.fail("'=?'", after=op, tok=bad)
+        self.i += 2
+        self.expect("[", f"{op}=?")
+        start = self.i
+        close = next((j for j in range(start, len(self.tokens))
+                      if self.tokens[j].kind == "op" and self.tokens[j].text == "]"), None)
+        stop = len(self.tokens) if close is None else close
+        opener = next((j for j in range(start, stop)
+                       if self.tokens[j].kind == "op" and self.tokens[j].text == "["), None)
+        if opener is not None:
+            raise syntax_error(self.tokens[opener].pos + 1, "unexpected '[' inside the query brackets "
+                               "(interval bounds such as 'F[0,t]' are not supported; write 'F<=t')", self.text)
+        if close is None:
+            self.i = len(self.tokens)
+            raise self.fail("']' to close the query", after=self.tokens[-1].text)
+        if close + 1 < len(self.tokens):
+            raise self.fail("the end of the query", after="]", tok=self.tokens[close + 1])
+        inner = self.tokens[start:close]
+        end = self.tokens[close]
+        if op == "S":
+            return SteadyProbability(self.expression(inner, "[", end), self.text)
+        if op == "E":
+            return SteadyExpectation(self.expression(inner, "[", end), self.text)
+        if op == "T":
+            if not inner or inner[0].kind != "name" or inner[0].text != "F":
+                raise self.fail("'F' (T=? [ F b ])", after="[", tok=inner[0] if inner else end)
+            bound, rest = self.bound(inner[1:], end, "F")
+            if bound is not None:
+                raise syntax_error(inner[1].pos + 1, "T=? takes an unbounded 'F b'; got a time bound", self.text)
+            return ExpectedTime(self.expression(rest, "F", end), self.text)
+        # P=?
+        if inner and inner[0].kind == "name" and inner[0].text == "F":
+            bound, rest = self.bound(inner[1:], end, "F")
+            after = "F" if bound is None else _fmt_bound(bound, inner)
+            return Until(_TRUE, self.expression(rest, after, end), bound, self.text)
+        depth = 0
+        split = []
+        for j, tk in enumerate(inner):
+            if tk.kind == "op" and tk.text == "(":
+                depth += 1
+            elif tk.kind == "op" and tk.text == ")":
+                depth -= 1
+            elif depth == 0 and tk.kind == "name" and tk.text in ("U", "F"):
+                split.append(j)
+        if not split:
+            raise self.fail("a path formula 'F b', 'F<=t b', 'a U b' or 'a U<=t b'", after="[",
+                            tok=inner[0] if inner else end)
+        j = split[0]
+        if inner[j].text == "F":
+            raise syntax_error(inner[j].pos + 1, "'F' must start the path formula (P=? [ F b ])", self.text)
+        if len(split) > 1:
+            raise syntax_error(inner[split[1]].pos + 1, f"nested path formulas are not supported; got a second "
+                               f"{inner[split[1]].text!r}", self.text)
+        left = self.expression(inner[:j], "[", inner[j])
+        bound, rest = self.bound(inner[j + 1:], end, "U")
+        after = "U" if bound is None else _fmt_bound(bound, inner[j:])
+        return Until(left, self.expression(rest, after, end), bound, self.text)
+
+    def bound(self, toks: list[Token], end: Token, op: str) -> tuple[float | None, list[Token]]:
+        """An optional ``<=t`` after ``F``/``U``; returns (bound, remaining tokens)."""
+        if not toks or toks[0].kind != "op" or toks[0].text not in ("<=", "<", ">", ">=", "=", "==", "["):
+            return None, toks
+        cmp = toks[0]
+        if cmp.text not in ("<=", "<"):
+            raise syntax_error(cmp.pos + 1, f"only upper time bounds are supported ('{op}<=t'); got {cmp.text!r}",
+                               self.text)
+        nxt = toks[1] if len(toks) > 1 else end
+        if nxt.kind == "op" and nxt.text == "-" and len(toks) > 2 and toks[2].kind == "num":
+            raise syntax_error(nxt.pos + 1, f"time bound must be >= 0; got '-{toks[2].text}'", self.text)
+        if nxt.kind != "num":
+            raise syntax_error(nxt.pos + 1, f"expected a number >= 0 (the time bound) after {cmp.text!r}; "
+                               f"got {describe_token(nxt)}", self.text)
+        value = float(nxt.text)
+        if not math.isfinite(value):
+            raise syntax_error(nxt.pos + 1, f"time bound must be finite; got {nxt.text!r}", self.text)
+        return value, toks[2:]
+
+    def expression(self, toks: list[Token], after: str, end: Token) -> Expression:
+        if not toks:
+            raise syntax_error(end.pos + 1, f"expected an expression after {after!r}; got {end.text!r}", self.text)
+        s, e = toks[0].pos, toks[-1].end
+        return parse_fragment(self.text[s:e], offset=s, after=after, end_text=end.text, end_column=end.pos + 1,
+                              full_text=self.text)
+
+
+def _fmt_bound(bound: float, toks: list[Token]) -> str:
+    """The text of the number token of a bound (for 'after ...' in messages)."""
+    return toks[2].text if len(toks) > 2 else f"{bound:g}"
+
+
+def parse_query(text: str) -> Query:
+    """Parse a CSL-style query.
+
+    Parameters
+    ----------
+    text : str
+        E.g. ``"S=? [ q1 > 5 ]"``, ``"P=? [ F<=10 q1 = 3 ]"``, ``"T=? [ F full ]"``.
+
+    Returns
+    -------
+    SteadyProbability, SteadyExpectation, Until or ExpectedTime
+        A frozen dataclass; ``str(query)`` is the text.
+
+    Raises
+    ------
+    QuerySyntaxError
+        With the 1-based column and what was expected, e.g.
+        ``query syntax error at column 1: expected one of S=?, E=?, P=?, T=?; got 'X'``.
+
+    Examples
+    --------
+    >>> q = parse_query("P=? [ q1 < 3 U<=2.5 q1 = 3 ]")
+    >>> q.time_bound, q.left.text, q.right.text
+    (2.5, 'q1 < 3', 'q1 = 3')
+    >>> parse_query("P=? [ F q = 0 ]") == parse_query("P=?[true U q=0]")
+    True
+    """
+    if isinstance(text, (SteadyProbability, SteadyExpectation, Until, ExpectedTime)):
+        return text
+    if not isinstance(text, str):
+        raise ModelError(f"query must be a string; got {type(text).__name__}")
+    return _QueryParser(text).parse()
+
+
+# ---------------------------------------------------------------------------------
+# checking
+# ---------------------------------------------------------------------------------
+
+def _direct_stationary(Q) -> tuple[np.ndarray, dict]:
+    """Stationary distribution by one sparse LU solve (normalisation replaces one equation).
+
+    A minimal fallback for :func:`check` when no ``stationary`` callable is given;
+    it assumes an irreducible chain and refuses (rather than guesses) otherwise.
+    """
+    A = sp.csr_array(Q, dtype=float)
+    n = A.shape[0]
+    if n == 1:
+        return np.ones(1), {"method": "trivial"}
+    M = sp.vstack([A.T.tocsr()[: n - 1], sp.csr_array(np.ones((1, n)))]).tocsc()
+    b = np.zeros(n)
+    b[-1] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", spla.MatrixRankWarning)
+        pi = np.asarray(spla.spsolve(M, b), dtype=float)
+    if not np.all(np.isfinite(pi)) or np.any(pi < -1e-10):
+        raise NotApplicableError("the direct stationary solve failed (singular system); the chain is probably "
+                                 "reducible: pass a stationary= solver that handles it")
+    pi = np.clip(pi, 0.0, None)
+    pi /= pi.sum()
+    return pi, {"method": "spsolve"}
+
+
+def _small(info: dict) -> dict:
+    """Keep only scalar entries (no per-state vectors) of a solver's info."""
+    return {k: v for k, v in info.items() if isinstance(v, (str, bool, int, float, np.generic, type(None)))}
+
+
+def _condition(expr: Expression, ns: dict, n: int, role: str) -> np.ndarray:
+    v = expr(ns, n)
+    if v.dtype == bool:
+        return v
+    if v.dtype.kind in "iu" and np.all((v == 0) | (v == 1)):
+        return v.astype(bool)
+    raise ModelError(f"{role} must be a condition (true or false in each state); {expr.text!r} is numeric")
+
+
+def check(chain: Any, query: str | Query, *, eps: float = 1e-12,
+          stationary: Callable[[Any], tuple[np.ndarray, dict]] | None = None) -> Result:
+    """Evaluate a query on a CTMC.
+
+    Parameters
+    ----------
+    chain : object
+        Any object with ``Q`` ((n, n) sparse generator, rows sum to 0),
+        ``n_states``, ``namespace()`` (dict of name -> (n,) array or scalar: state
+        variables, rewards, labels, constants) and ``initial`` (the index of the
+        initial state, or an (n,) initial distribution).
+    query : str or Query
+        The query text or a parsed query (:func:`parse_query`).
+    eps : float
+        Truncation bound of the Fox–Glynn weights for time-bounded queries.
+    stationary : callable, optional
+        ``stationary(Q) -> (pi, info)`` for ``S=?`` and ``E=?``. By default one
+        sparse LU solve with the last balance equation replaced by normalisation
+        (irreducible chains only).
+
+    Returns
+    -------
+    Result
+        ``value`` (at the initial state for ``P=?``/``T=?``), ``method``
+        (``query/stationary``, ``query/uniformisation``, ``query/reachability`` or
+        ``query/expected_time``), ``residual`` (``max |pi Q|`` or the linear solve's
+        scaled residual), ``error_estimate`` (the truncated Poisson mass for
+        time-bounded queries, which bounds the error), ``n_states``, ``seconds``,
+        ``measure`` (the query text) and a small ``info`` dict (``query``, ``kind``
+        and the solver's scalar details; never per-state vectors).
+
+    Raises
+    ------
+    QuerySyntaxError
+        For a malformed query.
+    ModelError
+        For unknown names, a numeric expression where a condition is needed (or the
+        reverse), a bad initial state, or an invalid generator.
+
+    Notes
+    -----
+    ``S=?`` and ``E=?`` are ``Σ_s π_s [b](s)`` and ``Σ_s π_s e(s)``. Time-bounded
+    until is computed by uniformisation on the chain made absorbing in ``b`` and in
+    ``¬a ∧ ¬b`` [BHHK03]_ (:func:`exactq.solvers.transient.bounded_until`),
+    unbounded until and expected times by graph analysis and a sparse solve
+    (:mod:`exactq.solvers.reachability`). ``T=?`` is ``inf`` when the target may be
+    missed (``info["reached_surely"]`` is then False).
+
+    Examples
+    --------
+    M/M/1/3 with arrival rate 1 and service rate 2: the blocking probability is
+    ``ρ^3 (1 - ρ) / (1 - ρ^4)`` with ``ρ = 1/2``.
+
+    >>> import scipy.sparse as sp
+    >>> class Chain:
+    ...     Q = sp.csr_array([[-1, 1, 0, 0], [2, -3, 1, 0], [0, 2, -3, 1], [0, 0, 2, -2]], dtype=float)
+    ...     n_states, initial = 4, 0
+    ...     def namespace(self):
+    ...         return {"q": np.arange(4)}
+    >>> r = check(Chain(), "S=? [ q = 3 ]")
+    >>> bool(np.isclose(r.value, 0.5**3 * 0.5 / (1 - 0.5**4)))
+    True
+    """
+    t0 = time.perf_counter()
+    q = parse_query(query)
+    text = str(q)
+    Q = chain.Q
+    n = int(chain.n_states)
+    if Q.shape != (n, n):
+        raise ModelError(f"chain.Q must have shape ({n}, {n}); got {Q.shape}")
+    ns = chain.namespace()
+    info: dict = {"query": text, "kind": q.kind}
+    residual = error_estimate = None
+
+    if isinstance(q, (SteadyProbability, SteadyExpectation)):
+        if isinstance(q, SteadyProbability):
+            values = _condition(q.expr, ns, n, "the argument of S=?").astype(float)
+        else:
+            values = q.expr(ns, n)
+            values = values.astype(float)
+        pi, sinfo = (stationary or _direct_stationary)(Q)
+        pi = np.asarray(pi, dtype=float)
+        if pi.shape != (n,):
+            raise ModelError(f"the stationary solver returned shape {pi.shape}; expected ({n},)")
+        used = pi > 0
+        bad = used & ~np.isfinite(values)
+        if np.any(bad):
+            i = int(np.flatnonzero(bad)[0])
+            raise ModelError(f"{q.expr.text!r} is not finite in state {i}, which has positive probability")
+        value = float(np.dot(pi[used], values[used]))
+        flow = np.asarray(sp.csr_array(Q).T @ pi).ravel()
+        residual = float(np.max(np.abs(flow)))
+        if sinfo.get("error_estimate") is not None:
+            error_estimate = float(sinfo["error_estimate"])
+        info["stationary"] = _small(sinfo)
+        method = "query/stationary"
+    else:
+        init = _initial(chain, n)
+        if isinstance(q, Until):
+            left = _condition(q.left, ns, n, "the left side of U")
+            right = _condition(q.right, ns, n, "the target of the path formula")
+            if q.time_bound is not None:
+                from exactq.solvers.transient import bounded_until
+
+                per_state, sinfo = bounded_until(Q, left, right, q.time_bound, eps=eps)
+                error_estimate = float(sinfo["truncated_mass"])
+                info.update(time_bound=q.time_bound, uniformisation_rate=sinfo["uniformisation_rate"],
+                            fox_glynn=sinfo["fox_glynn"], matvecs=sinfo["matvecs"])
+                method = "query/uniformisation"
+            else:
+                from exactq.solvers.reachability import until_probability
+
+                per_state, sinfo = until_probability(Q, left, right)
+                residual = float(sinfo["residual"])
+                info.update(_small(sinfo))
+                method = "query/reachability"
+        else:
+            from exactq.solvers.reachability import expected_time
+
+            target = _condition(q.target, ns, n, "the target of T=?")
+            per_state, sinfo = expected_time(Q, target)
+            residual = float(sinfo["residual"])
+            info.update(_small(sinfo))
+            method = "query/expected_time"
+        value = _at_initial(per_state, init)
+        if isinstance(q, ExpectedTime):
+            info["reached_surely"] = bool(math.isfinite(value))
+        info.pop("seconds", None)
+    return Result(value=value, method=method, residual=residual, error_estimate=error_estimate, n_states=n,
+                  seconds=time.perf_counter() - t0, measure=text, info=info)
+
+
+def _initial(chain: Any, n: int) -> int | np.ndarray:
+    init = getattr(chain, "initial", None)
+    if init is None:
+        raise ModelError("P=? and T=? need the chain's initial state; chain.initial is None")
+    arr = np.asarray(init)
+    if arr.ndim == 0:
+        if arr.dtype.kind not in "iu" or not (0 <= int(arr) < n):
+            raise ModelError(f"chain.initial must be a state index in [0, {n}); got {init!r}")
+        return int(arr)
+    arr = arr.astype(float)
+    if arr.shape != (n,) or np.any(arr < 0) or abs(math.fsum(arr) - 1.0) > 1e-9:
+        raise ModelError(f"chain.initial must be a state index or a distribution of shape ({n},)")
+    return arr
+
+
+def _at_initial(per_state: np.ndarray, init: int | np.ndarray) -> float:
+    if isinstance(init, int):
+        return float(per_state[init])
+    used = init > 0
+    return float(np.dot(init[used], per_state[used]))

@@ -1,0 +1,217 @@
+"""Tests of exactq.query: parsing the CSL-style language and checking it on a chain."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+
+from exactq.errors import ModelError, QuerySyntaxError
+from exactq.expr import parse_expression
+from exactq.query import (
+    ExpectedTime,
+    SteadyExpectation,
+    SteadyProbability,
+    Until,
+    check,
+    parse_query,
+)
+from exactq.result import Result
+
+
+class StandInChain:
+    """The minimal chain interface check() needs: Q, n_states, namespace(), initial."""
+
+    def __init__(self, Q, namespace, initial=0):
+        self.Q = sp.csr_matrix(Q)
+        self.n_states = self.Q.shape[0]
+        self._ns = namespace
+        self.initial = initial
+
+    def namespace(self):
+        return dict(self._ns)
+
+
+def mm1k_chain(lam=1.0, mu=2.0, K=6, initial=0):
+    Q = sp.diags_array([np.full(K, mu), np.full(K, lam)], offsets=[-1, 1], shape=(K + 1, K + 1)).tolil()
+    Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
+    q = np.arange(K + 1)
+    return StandInChain(Q, {"q": q, "full": q == K, "K": K}, initial)
+
+
+# ----------------------------------------------------------------------------- parsing
+def test_parse_each_kind():
+    q = parse_query("S=? [ q1 > 5 & q2 = 0 ]")
+    assert isinstance(q, SteadyProbability) and q.expr == parse_expression("(q1>5)&(q2==0)")
+    q = parse_query("E=?[q1+q2]")
+    assert isinstance(q, SteadyExpectation) and q.expr.names == {"q1", "q2"}
+    q = parse_query("P=? [ F<=10 q1 = K ]")
+    assert isinstance(q, Until) and q.time_bound == 10.0 and q.left == parse_expression("true")
+    q = parse_query("P=? [ a U<=2.5 b ]")
+    assert (q.left.text, q.right.text, q.time_bound) == ("a", "b", 2.5)
+    q = parse_query("P=? [ (a | c) U (b & !a) ]")
+    assert q.time_bound is None and not q.is_bounded and q.left.names == {"a", "c"}
+    q = parse_query("T=? [ F q = 0 ]")
+    assert isinstance(q, ExpectedTime) and q.target == parse_expression("q == 0")
+    assert q.kind == "expected_time" and str(q) == "T=? [ F q = 0 ]"
+
+
+def test_parse_whitespace_insensitive_and_equivalences():
+    assert parse_query("P=?[F<=3 x>1]") == parse_query("  P =?  [ F <= 3   x > 1 ]  ")
+    assert parse_query("P=? [ F b ]") == parse_query("P=? [ true U b ]")
+    assert parse_query("P=? [ F<2 b ]") == parse_query("P=? [ F<=2 b ]")
+    assert parse_query("P=? [ F<=1e1 b ]").time_bound == 10.0
+    q = parse_query("S=? [ x ]")
+    assert parse_query(q) is q
+
+
+@pytest.mark.parametrize(
+    "text, column, fragment",
+    [
+        ("X=? [ a ]", 1, "expected one of S=?, E=?, P=?, T=?; got 'X'"),
+        ("", 1, "expected one of S=?, E=?, P=?, T=?; got end of input"),
+        ("S [ a ]", 3, "expected '=?' after 'S'; got '['"),
+        ("P>0.5 [ F b ]", 2, "only numerical queries"),
+        ("S=? a ]", 5, "expected '[' after 'S=?'; got 'a'"),
+        ("S=? [ a", 8, "expected ']'"),
+        ("S=? [ a ] b", 11, "expected the end of the query after ']'; got 'b'"),
+        ("S=? [ ]", 7, "expected an expression after '['; got ']'"),
+        ("S=? [ q1 > 5 & ) ]", 16, "expected an expression after '&'; got ')'"),
+        ("S=? [ q1 + ]", 12, "expected an expression after '+'; got ']'"),
+        ("P=? [ F<=-1 b ]", 10, "time bound must be >= 0; got '-1'"),
+        ("P=? [ F<=t b ]", 10, "expected a number >= 0 (the time bound) after '<='; got 't'"),
+        ("P=? [ a U<= ]", 13, "expected a number"),
+        ("P=? [ F<=3 ]", 12, "expected an expression after '3'; got ']'"),
+        ("P=? [ F>=3 b ]", 8, "only upper time bounds"),
+        ("P=? [ F[0,5] b ]", 8, "interval bounds"),
+        ("P=? [ a ]", 7, "expected a path formula"),
+        ("P=? [ U b ]", 7, "expected an expression after '['; got 'U'"),
+        ("P=? [ a U b U c ]", 13, "nested path formulas are not supported"),
+        ("T=? [ b ]", 7, "expected 'F'"),
+        ("T=? [ F<=3 b ]", 8, "T=? takes an unbounded 'F b'"),
+        ("E=? [ q1 # 2 ]", 10, "unexpected character '#'"),
+    ],
+)
+def test_syntax_errors(text, column, fragment):
+    with pytest.raises(QuerySyntaxError) as exc:
+        parse_query(text)
+    msg = str(exc.value)
+    assert msg.startswith(f"query syntax error at column {column}: "), msg
+    assert fragment in msg, msg
+
+
+# ----------------------------------------------------------------------------- checking
+def test_steady_state_queries_closed_forms():
+    lam, mu, K = 1.0, 2.0, 6
+    rho = lam / mu
+    chain = mm1k_chain(lam, mu, K)
+    pi = rho ** np.arange(K + 1) * (1 - rho) / (1 - rho ** (K + 1))
+    r = check(chain, "S=? [ q = K ]")
+    assert isinstance(r, Result) and r.method == "query/stationary"
+    assert r.value == pytest.approx(pi[K], rel=1e-12)
+    assert r.residual < 1e-12 and r.n_states == K + 1 and r.measure == "S=? [ q = K ]"
+    assert check(chain, 'S=? [ "full" ]').value == pytest.approx(pi[K], rel=1e-12)
+    r = check(chain, "E=? [ q ]")
+    assert r.value == pytest.approx(float(np.arange(K + 1) @ pi), rel=1e-12)
+    r = check(chain, "E=? [ q > 0 ? 1 : 0 ]")  # utilisation = 1 - pi_0
+    assert r.value == pytest.approx(1 - pi[0], rel=1e-12)
+
+
+def test_stationary_callable_is_used_and_info_kept_small():
+    chain = mm1k_chain()
+    calls = []
+
+    def stationary(Q):
+        calls.append(Q.shape)
+        pi = np.zeros(Q.shape[0])
+        pi[0] = 1.0  # deliberately wrong: check() must use what it is given
+        return pi, {"method": "fake", "residual": 0.5, "pi_copy": pi}
+
+    r = check(chain, "S=? [ q = 0 ]", stationary=stationary)
+    assert calls == [(7, 7)] and r.value == 1.0
+    assert r.info["stationary"] == {"method": "fake", "residual": 0.5}
+    assert r.residual > 0.1  # the residual is recomputed, so the wrong pi shows
+
+
+def test_time_bounded_until_against_expm():
+    lam, mu, K, t = 1.5, 1.0, 5, 2.0
+    chain = mm1k_chain(lam, mu, K, initial=1)
+    r = check(chain, "P=? [ F<=2 q = K ]")
+    Qd = chain.Q.toarray()
+    Qd[K] = 0.0
+    ref = scipy.linalg.expm(Qd * t)[1, K]
+    assert r.method == "query/uniformisation"
+    assert r.value == pytest.approx(ref, abs=1e-12)
+    assert r.error_estimate <= 1e-12
+    assert r.info["kind"] == "until" and r.info["time_bound"] == 2.0
+    assert set(r.info["fox_glynn"]) >= {"left", "right", "total_mass_lost"}
+    # bounded until through q >= 1: states with q = 0 are absorbing failures
+    r = check(chain, "P=? [ q >= 1 U<=2 q = K ]")
+    Qd = chain.Q.toarray()
+    Qd[[0, K]] = 0.0
+    assert r.value == pytest.approx(scipy.linalg.expm(Qd * t)[1, K], abs=1e-12)
+    # tighter eps is honoured
+    assert check(chain, "P=? [ F<=2 q = K ]", eps=1e-6).error_estimate <= 1e-6
+
+
+def test_unbounded_until_and_reachability():
+    up, down, K = 1.0, 2.0, 6
+    chain = mm1k_chain(up, down, K, initial=2)
+    r = check(chain, "P=? [ F q = K ]")
+    assert r.value == pytest.approx(1.0, abs=1e-15) and r.method == "query/reachability"
+    r = check(chain, "P=? [ q > 0 U q = K ]")
+    ratio = down / up
+    assert r.value == pytest.approx((1 - ratio**2) / (1 - ratio**K), rel=1e-12)
+    assert r.residual < 1e-12
+
+
+def test_expected_time_query():
+    lam, mu, K = 1.0, 2.0, 4
+    chain = mm1k_chain(lam, mu, K, initial=0)
+    r = check(chain, "T=? [ F q = K ]")
+    m = [1 / lam]
+    for _ in range(1, K):
+        m.append(1 / lam + mu / lam * m[-1])
+    assert r.value == pytest.approx(sum(m), rel=1e-12)
+    assert r.method == "query/expected_time" and r.info["reached_surely"] is True
+    # a trap makes the expectation infinite
+    Q = sp.csr_array([[-2.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    trap = StandInChain(Q, {"s": np.arange(3)})
+    r = check(trap, "T=? [ F s = 1 ]")
+    assert math.isinf(r.value) and r.info["reached_surely"] is False
+    assert check(trap, "P=? [ F s = 1 ]").value == pytest.approx(0.5, rel=1e-14)
+    json.dumps(r.to_dict())
+
+
+def test_initial_distribution_and_result_is_json_ready():
+    chain = mm1k_chain(initial=np.array([0.5, 0.5, 0, 0, 0, 0, 0]))
+    r0 = check(mm1k_chain(initial=0), "P=? [ F<=1 q = 2 ]").value
+    r1 = check(mm1k_chain(initial=1), "P=? [ F<=1 q = 2 ]").value
+    r = check(chain, "P=? [ F<=1 q = 2 ]")
+    assert r.value == pytest.approx(0.5 * (r0 + r1), rel=1e-14)
+    d = r.to_dict()
+    json.dumps(d)
+    # no per-state vectors anywhere in info
+    def sizes(x):
+        if isinstance(x, dict):
+            return max([0] + [sizes(v) for v in x.values()])
+        return len(x) if isinstance(x, (list, tuple)) else 0
+    assert sizes(d["info"]) == 0
+
+
+def test_check_errors():
+    chain = mm1k_chain()
+    with pytest.raises(ModelError, match="must be a condition"):
+        check(chain, "S=? [ q + 1 ]")
+    with pytest.raises(ModelError, match="unknown name 'q2'"):
+        check(chain, "E=? [ q2 ]")
+    with pytest.raises(ModelError, match="the target of the path formula must be a condition"):
+        check(chain, "P=? [ F q ]")
+    with pytest.raises(QuerySyntaxError):
+        check(chain, "S=? [ q > ]")
+    with pytest.raises(ModelError, match=r"chain.initial must be a state index in \[0, 7\)"):
+        check(mm1k_chain(initial=9), "P=? [ F q = 1 ]")

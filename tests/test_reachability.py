@@ -1,0 +1,165 @@
+"""Tests of exactq.solvers.reachability: unbounded until and expected hitting times."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+
+from exactq.errors import ModelError
+from exactq.solvers.reachability import expected_time, until_probability
+
+
+def birth_death(up: float, down: float, N: int, *, absorbing_ends: bool = False) -> sp.csr_array:
+    """Birth–death generator on 0..N (up-rate ``up``, down-rate ``down``)."""
+    Q = sp.diags_array([np.full(N, down), np.full(N, up)], offsets=[-1, 1], shape=(N + 1, N + 1)).tolil()
+    if absorbing_ends:
+        Q[0, :] = 0.0
+        Q[N, :] = 0.0
+    Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
+    return sp.csr_array(Q)
+
+
+def random_generator(n: int, seed: int, density: float = 0.35) -> sp.csr_array:
+    rng = np.random.default_rng(seed)
+    R = rng.uniform(0.1, 2.0, size=(n, n)) * (rng.random((n, n)) < density)
+    np.fill_diagonal(R, 0.0)
+    return sp.csr_array(R - np.diag(R.sum(axis=1)))
+
+
+def ruin_probability(i: np.ndarray, N: int, up: float, down: float) -> np.ndarray:
+    """Probability that the walk started at i hits N before 0."""
+    r = down / up
+    if r == 1.0:
+        return i / N
+    return (1 - r**i) / (1 - r**N)
+
+
+@pytest.mark.parametrize("up, down, N", [(2.0, 1.0, 10), (1.0, 3.0, 7), (1.0, 1.0, 12), (5.0, 0.2, 25)])
+def test_gamblers_ruin_closed_form(up, down, N):
+    i = np.arange(N + 1)
+    expected = ruin_probability(i, N, up, down)
+    # absorbing boundaries, path formula F (left = true)
+    Q = birth_death(up, down, N, absorbing_ends=True)
+    probs, info = until_probability(Q, np.ones(N + 1, bool), i == N)
+    np.testing.assert_allclose(probs, expected, rtol=1e-12, atol=1e-14)
+    assert probs[0] == 0.0 and probs[N] == 1.0  # decided exactly by the graph analysis
+    assert info["n_prob0"] == 1 and info["n_prob1"] == 1 and info["n_solved"] == N - 1
+    assert info["residual"] < 1e-12
+    # irreducible M/M/1/N: the same probability as "(q > 0) U (q = N)"
+    Q = birth_death(up, down, N)
+    probs, _ = until_probability(Q, i > 0, i == N)
+    np.testing.assert_allclose(probs, expected, rtol=1e-12, atol=1e-14)
+
+
+def test_until_graph_precomputation_exact_zeros_and_ones():
+    # 0 <-> 1 -> 2 (target), 1 -> 3 (trap), 4 -> 0 with 4 not in `left`
+    Q = sp.csr_array(
+        [
+            [-1.0, 1.0, 0.0, 0.0, 0.0],
+            [1.0, -4.0, 2.0, 1.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            [3.0, 0.0, 0.0, 0.0, -3.0],
+        ]
+    )
+    left = np.array([True, True, False, True, False])
+    right = np.arange(5) == 2
+    probs, info = until_probability(Q, left, right)
+    # from 1: x1 = 1/4 x0 + 2/4, x0 = x1  =>  x1 = 2/3
+    np.testing.assert_allclose(probs, [2 / 3, 2 / 3, 1.0, 0.0, 0.0], rtol=1e-14)
+    assert probs[3] == 0.0 and probs[4] == 0.0
+    # no transitions out of `left` into a probability-0 state: everything is 1
+    Q2 = sp.csr_array([[-1.0, 1.0, 0.0], [0.5, -1.5, 1.0], [0.0, 0.0, 0.0]])
+    probs, info = until_probability(Q2, np.ones(3, bool), np.arange(3) == 2)
+    np.testing.assert_array_equal(probs, [1.0, 1.0, 1.0])
+    assert info["n_solved"] == 0
+    # empty target: zero everywhere
+    probs, _ = until_probability(Q2, np.ones(3, bool), np.zeros(3, bool))
+    np.testing.assert_array_equal(probs, 0.0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_until_matches_dense_limit_of_absorbing_chain(seed):
+    n = 4 + seed % 9
+    Q = random_generator(n, seed)
+    rng = np.random.default_rng(100 + seed)
+    left = rng.random(n) < 0.75
+    right = rng.random(n) < 0.25
+    probs, _ = until_probability(Q, left, right)
+    # independent method: absorption probabilities as the t -> inf limit of exp(Q' t)
+    Qd = Q.toarray()
+    Qd[right | ~left] = 0.0
+    ref = scipy.linalg.expm(Qd * 2000.0) @ right.astype(float)
+    np.testing.assert_allclose(probs, ref, atol=1e-8)
+
+
+def mm1k_first_passage(lam: float, mu: float, K: int) -> np.ndarray:
+    """E[time to reach K] from each state of M/M/1/K, by the level-crossing recursion.
+
+    m_i (time from i to i+1) = 1/lam + (mu/lam) m_{i-1}, m_0 = 1/lam;
+    T_i = sum_{j=i}^{K-1} m_j.
+    """
+    m = np.empty(K)
+    m[0] = 1 / lam
+    for i in range(1, K):
+        m[i] = 1 / lam + (mu / lam) * m[i - 1]
+    return np.concatenate([np.cumsum(m[::-1])[::-1], [0.0]])
+
+
+@pytest.mark.parametrize("lam, mu, K", [(1.0, 2.0, 5), (3.0, 1.0, 20), (0.7, 0.7, 12)])
+def test_expected_time_mm1k_first_passage(lam, mu, K):
+    Q = birth_death(lam, mu, K)
+    times, info = expected_time(Q, np.arange(K + 1) == K)
+    np.testing.assert_allclose(times, mm1k_first_passage(lam, mu, K), rtol=1e-11)
+    assert info["n_infinite"] == 0 and info["residual"] < 1e-10
+    # independent dense solve of -Q_SS x = 1
+    Qd = Q.toarray()[:K, :K]
+    np.testing.assert_allclose(times[:K], np.linalg.solve(-Qd, np.ones(K)), rtol=1e-11)
+
+
+def test_expected_time_infinite_where_target_may_be_missed():
+    # 0 -> 1 (target) at rate 1, 0 -> 2 (trap) at rate 1, 3 -> 0 at rate 2, 4 isolated
+    Q = sp.csr_array(
+        [
+            [-2.0, 1.0, 1.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            [2.0, 0.0, 0.0, -2.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+        ]
+    )
+    times, info = expected_time(Q, np.arange(5) == 1)
+    assert times[1] == 0.0
+    assert np.all(np.isinf(times[[0, 2, 3, 4]]))
+    assert info["n_infinite"] == 4
+    # nothing to reach: infinite everywhere
+    times, _ = expected_time(Q, np.zeros(5, bool))
+    assert np.all(np.isinf(times))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_expected_time_random_irreducible(seed):
+    n = 5 + seed
+    rng = np.random.default_rng(seed)
+    R = rng.uniform(0.2, 3.0, size=(n, n))
+    np.fill_diagonal(R, 0.0)
+    Q = sp.csr_array(R - np.diag(R.sum(axis=1)))
+    target = rng.random(n) < 0.3
+    target[0] = True
+    times, _ = expected_time(Q, target)
+    S = ~target
+    ref = np.linalg.solve(-Q.toarray()[np.ix_(S, S)], np.ones(S.sum()))
+    np.testing.assert_allclose(times[S], ref, rtol=1e-11)
+    assert np.all(times[target] == 0.0)
+
+
+def test_validation():
+    Q = birth_death(1.0, 1.0, 3)
+    with pytest.raises(ModelError, match="target_mask must have shape"):
+        expected_time(Q, np.ones(3, bool))
+    with pytest.raises(ModelError, match="rows of Q must sum to 0"):
+        until_probability(sp.csr_array([[-1.0, 0.5], [0.0, 0.0]]), True, [False, True])
+    with pytest.raises(ModelError, match="square"):
+        until_probability(sp.csr_array(np.zeros((2, 3))), True, [False, True])

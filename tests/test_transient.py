@@ -1,0 +1,215 @@
+"""Tests of exactq.solvers.transient: Fox–Glynn weights, uniformisation, bounded until."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.sparse.linalg import expm_multiply
+from scipy.stats import poisson
+
+from exactq.errors import ModelError
+from exactq.solvers.transient import bounded_until, fox_glynn, transient
+
+
+# ----------------------------------------------------------------------------- helpers
+def random_generator(n: int, seed: int, density: float = 0.4) -> sp.csr_array:
+    """A random CTMC generator with rates in [0.1, 2] (not necessarily irreducible)."""
+    rng = np.random.default_rng(seed)
+    R = rng.uniform(0.1, 2.0, size=(n, n)) * (rng.random((n, n)) < density)
+    np.fill_diagonal(R, 0.0)
+    return sp.csr_array(R - np.diag(R.sum(axis=1)))
+
+
+def mm1k(lam: float, mu: float, K: int) -> sp.csr_array:
+    """M/M/1/K generator on states 0..K."""
+    up = np.full(K, lam)
+    down = np.full(K, mu)
+    Q = sp.diags_array([down, up], offsets=[-1, 1], shape=(K + 1, K + 1)).tolil()
+    Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
+    return sp.csr_array(Q)
+
+
+def mm1k_stationary(rho: float, K: int) -> np.ndarray:
+    p = rho ** np.arange(K + 1)
+    return p / p.sum()
+
+
+# ----------------------------------------------------------------------------- Fox–Glynn
+@pytest.mark.parametrize("lam", [1e-3, 0.3, 1.0, 10.0, 123.4, 1e4])
+@pytest.mark.parametrize("eps", [1e-6, 1e-12])
+def test_fox_glynn_matches_scipy_poisson(lam, eps):
+    fg = fox_glynn(lam, eps)
+    k = np.arange(fg.left, fg.right + 1)
+    ref = poisson.pmf(k, lam)
+    # weights are conditioned on the window: relative deviation <= lost mass (+ rounding)
+    np.testing.assert_allclose(fg.weights, ref, rtol=max(2 * eps, 1e-10), atol=0)
+    assert math.isclose(math.fsum(fg.weights), 1.0, rel_tol=1e-14)
+    assert fg.left <= math.floor(lam) <= fg.right
+    true_lost = poisson.cdf(fg.left - 1, lam) + poisson.sf(fg.right, lam)
+    # a rigorous bound, and within the requested eps
+    assert true_lost <= fg.total_mass_lost * (1 + 1e-9) + 1e-300
+    assert fg.total_mass_lost <= eps
+    # the window is tight: dropping either end term would lose more than eps/4 on that side
+    mode = math.floor(lam)
+    assert fg.right == mode or poisson.sf(fg.right - 1, lam) > eps / 4 * (1 - 1e-9)
+    assert fg.left in (0, mode) or poisson.cdf(fg.left, lam) > eps / 4 * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("lam", [1e5, 1e7])
+def test_fox_glynn_large_rate_against_mpmath(lam):
+    fg = fox_glynn(lam, 1e-12)
+    assert np.all(np.isfinite(fg.weights)) and np.all(fg.weights > 0)
+    assert fg.right - fg.left < 20 * math.sqrt(lam)
+    mpmath.mp.dps = 30
+    idx = np.linspace(0, fg.right - fg.left, 9).astype(int)
+    for i in idx:
+        k = fg.left + int(i)
+        exact = mpmath.exp(-mpmath.mpf(lam) + k * mpmath.log(lam) - mpmath.loggamma(k + 1))
+        assert fg.weights[i] == pytest.approx(float(exact), rel=1e-11)
+
+
+def test_fox_glynn_zero_and_invalid():
+    fg = fox_glynn(0.0)
+    assert (fg.left, fg.right, fg.total_mass_lost) == (0, 0, 0.0)
+    np.testing.assert_array_equal(fg.weights, [1.0])
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ModelError, match="rate_time"):
+            fox_glynn(bad)
+    for bad in (0.0, 1.0, -1e-3):
+        with pytest.raises(ModelError, match="eps"):
+            fox_glynn(1.0, bad)
+
+
+# ----------------------------------------------------------------------------- transient
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 30), st.integers(0, 2**32 - 1), st.floats(0.01, 5.0))
+def test_transient_matches_expm_multiply(n, seed, t):
+    Q = random_generator(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    p0 = rng.random(n)
+    p0 /= p0.sum()
+    p, info = transient(Q, p0, t, eps=1e-12)
+    ref = expm_multiply(Q.T * t, p0)
+    np.testing.assert_allclose(p, ref, atol=1e-11, rtol=1e-9)
+    assert np.all(p >= 0) and math.isclose(p.sum(), 1.0, rel_tol=1e-12)
+    assert info["truncated_mass"] <= 1e-12
+    if info["fox_glynn"] is not None:  # None: the random chain has no transitions
+        assert info["matvecs"] == info["fox_glynn"]["right"]
+    if n <= 10:
+        dense = p0 @ scipy.linalg.expm(Q.toarray() * t)
+        np.testing.assert_allclose(p, dense, atol=1e-11, rtol=1e-9)
+
+
+def test_transient_mm1k_and_convergence_to_stationary():
+    lam, mu, K = 1.0, 1.5, 8
+    Q = mm1k(lam, mu, K)
+    p0 = np.zeros(K + 1)
+    p0[0] = 1.0
+    for t in (0.1, 1.0, 7.5):
+        p, _ = transient(Q, p0, t)
+        np.testing.assert_allclose(p, expm_multiply(Q.T * t, p0), atol=1e-12)
+        np.testing.assert_allclose(p, p0 @ scipy.linalg.expm(Q.toarray() * t), atol=1e-12)
+    p, info = transient(Q, p0, 400.0)
+    np.testing.assert_allclose(p, mm1k_stationary(lam / mu, K), atol=1e-10)
+    assert info["uniformisation_rate"] == pytest.approx(1.02 * (lam + mu))
+
+
+def test_transient_two_state_closed_form():
+    a, b = 2.0, 0.7
+    Q = sp.csr_array([[-a, a], [b, -b]])
+    t = np.linspace(0.0, 4.0, 9)
+    for ti in t:
+        p, _ = transient(Q, [1.0, 0.0], ti)
+        assert p[1] == pytest.approx(a / (a + b) * (1 - math.exp(-(a + b) * ti)), abs=1e-13)
+
+
+def test_transient_t_zero_and_validation():
+    Q = mm1k(1.0, 2.0, 3)
+    p0 = np.array([0.25, 0.25, 0.5, 0.0])
+    p, info = transient(Q, p0, 0.0)
+    np.testing.assert_array_equal(p, p0)
+    assert info["matvecs"] == 0
+    with pytest.raises(ModelError, match="time t"):
+        transient(Q, p0, -1.0)
+    with pytest.raises(ModelError, match="time t"):
+        transient(Q, p0, float("inf"))
+    with pytest.raises(ModelError, match="sum to 1"):
+        transient(Q, [0.5, 0.0, 0.0, 0.0], 1.0)
+    with pytest.raises(ModelError, match=r"p0\[1\]"):
+        transient(Q, [1.5, -0.5, 0.0, 0.0], 1.0)
+    with pytest.raises(ModelError, match="shape"):
+        transient(Q, [1.0, 0.0], 1.0)
+    with pytest.raises(ModelError, match="row 0"):
+        transient(sp.csr_array([[-1.0, 2.0], [1.0, -1.0]]), [1.0, 0.0], 1.0)
+    with pytest.raises(ModelError, match="off-diagonal"):
+        transient(sp.csr_array([[1.0, -1.0], [1.0, -1.0]]), [1.0, 0.0], 1.0)
+    # a chain without transitions stays put
+    p, _ = transient(sp.csr_array((2, 2)), [0.3, 0.7], 5.0)
+    np.testing.assert_array_equal(p, [0.3, 0.7])
+
+
+# ----------------------------------------------------------------------------- bounded until
+def test_bounded_until_single_exponential():
+    lam = 3.0
+    Q = sp.csr_array([[-lam, lam], [0.0, 0.0]])
+    for t in (0.0, 0.05, 0.4, 2.0):
+        probs, info = bounded_until(Q, [True, True], [False, True], t)
+        assert probs[0] == pytest.approx(1 - math.exp(-lam * t), abs=1e-13)
+        assert probs[1] == 1.0
+        assert info["truncated_mass"] <= 1e-12
+
+
+def test_bounded_until_competing_exponentials():
+    # 0 -> 1 at rate a (target), 0 -> 2 at rate b (a ~left & ~right trap), 2 -> 0 at rate 5
+    a, b, t = 1.3, 0.6, 1.7
+    Q = sp.csr_array([[-(a + b), a, b], [0.0, 0.0, 0.0], [5.0, 0.0, -5.0]])
+    left = np.array([True, False, False])
+    right = np.array([False, True, False])
+    probs, _ = bounded_until(Q, left, right, t)
+    expected = a / (a + b) * (1 - math.exp(-(a + b) * t))
+    np.testing.assert_allclose(probs, [expected, 1.0, 0.0], atol=1e-13)
+
+
+def test_bounded_until_hypoexponential_and_left_restriction():
+    lam, mu, t = 2.0, 0.5, 3.0
+    Q = sp.csr_array([[-lam, lam, 0.0], [0.0, -mu, mu], [0.0, 0.0, 0.0]])
+    right = np.array([False, False, True])
+    probs, _ = bounded_until(Q, np.ones(3, bool), right, t)
+    expected = 1 - (mu * math.exp(-lam * t) - lam * math.exp(-mu * t)) / (mu - lam)
+    assert probs[0] == pytest.approx(expected, abs=1e-13)
+    assert probs[1] == pytest.approx(1 - math.exp(-mu * t), abs=1e-13)
+    # the path must pass through state 1, which violates `left`
+    probs, _ = bounded_until(Q, np.array([True, False, False]), right, t)
+    np.testing.assert_allclose(probs, [0.0, 0.0, 1.0], atol=1e-15)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 20), st.integers(0, 2**32 - 1), st.floats(0.05, 4.0))
+def test_bounded_until_matches_expm_on_absorbing_chain(n, seed, t):
+    Q = random_generator(n, seed)
+    rng = np.random.default_rng(seed + 7)
+    left = rng.random(n) < 0.7
+    right = rng.random(n) < 0.3
+    probs, info = bounded_until(Q, left, right, t)
+    Qd = Q.toarray()
+    Qd[right | ~left] = 0.0
+    ref = scipy.linalg.expm(Qd * t) @ right.astype(float)
+    np.testing.assert_allclose(probs, ref, atol=1e-11)
+    assert np.all((probs >= 0) & (probs <= 1))
+
+
+def test_bounded_until_validation():
+    Q = mm1k(1.0, 2.0, 3)
+    with pytest.raises(ModelError, match="right_mask must have shape"):
+        bounded_until(Q, np.ones(4, bool), np.ones(3, bool), 1.0)
+    with pytest.raises(ModelError, match="boolean mask"):
+        bounded_until(Q, np.ones(4, bool), np.full(4, 0.5), 1.0)
+    with pytest.raises(ModelError, match="time t"):
+        bounded_until(Q, True, np.arange(4) == 3, -0.1)
