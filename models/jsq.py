@@ -81,7 +81,7 @@ class JSQ(Model):
         "prob_empty": "probability that every queue is empty",
         "blocking_probability": "probability that an arrival is lost (finite capacity)",
     }
-    methods = ("ctmc", "compensation")
+    methods = ("ctmc", "compensation", "asymptotic")
     default_measure = "mean_number"
 
     arrival_rate: float
@@ -116,6 +116,16 @@ class JSQ(Model):
             )
         mu = self.service_rates[0]
         return {"kind": "symmetric-jsq", "rho": self.arrival_rate / (2 * mu), "service_rate": mu}
+
+    def finite_capacity_walk(self) -> dict:
+        """Two identical servers with a finite capacity K per queue (asymptotic regimes)."""
+        r = self.service_rates
+        if self.is_infinite or len(r) != 2 or r[0] != r[1] or self.ties != "random":
+            raise NotApplicableError(
+                "the asymptotic method needs two identical servers, ties=random and a finite capacity; got "
+                f"service_rates={list(r)}, capacity={self.capacity}, ties={self.ties}"
+            )
+        return {"rho": self.arrival_rate / r[0], "capacity": int(self.capacity), "service_rate": r[0]}
 
     @property
     def is_infinite(self) -> bool:
