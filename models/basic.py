@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import gammaln
 
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
@@ -49,8 +50,7 @@ class _BirthDeath(Model):
         c = self._servers
         a = self.arrival_rate / self.service_rate
         # log p_n = n log a - log(min(n, c)!) - (n - c)^+ log c
-        logp = n * math.log(a) - np.array([math.lgamma(min(k, c) + 1) for k in range(K + 1)]) \
-            - np.maximum(n - c, 0) * math.log(c)
+        logp = n * math.log(a) - gammaln(np.minimum(n, c) + 1) - np.maximum(n - c, 0) * math.log(c)
         p = np.exp(logp - logp.max())
         return p / p.sum()
 

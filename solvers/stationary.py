@@ -196,21 +196,21 @@ def _warn_or_raise(msg: str, strict: bool) -> None:
 
 
 def _check_generator(Q: sp.csr_matrix, describe_state) -> None:
+    """Off-diagonal rates >= 0, finite, rows summing to 0; name the first bad state."""
     name = describe_state or (lambda i: f"state {i}")
-    if not np.all(np.isfinite(Q.data)):
-        i = int(np.repeat(np.arange(Q.shape[0]), np.diff(Q.indptr))[~np.isfinite(Q.data)][0])
-        raise ModelError(f"generator has a non-finite rate in {name(i)}")
-    off = Q.copy()
-    off.setdiag(0)
-    if off.nnz and off.data.min() < 0:
-        rows = np.repeat(np.arange(Q.shape[0]), np.diff(off.indptr))
-        i = int(rows[np.argmin(off.data)])
-        raise ModelError(f"generator has a negative off-diagonal rate {off.data.min()} in {name(i)}")
-    rowsum = np.asarray(Q.sum(axis=1)).ravel()
+    rows = np.repeat(np.arange(Q.shape[0]), np.diff(Q.indptr))
+    finite = np.isfinite(Q.data)
+    if not finite.all():
+        raise ModelError(f"generator has a non-finite rate in {name(int(rows[~finite][0]))}")
+    bad = (Q.data < 0) & (Q.indices != rows)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ModelError(f"generator has a negative off-diagonal rate {Q.data[k]} in {name(int(rows[k]))}")
+    rowsum = np.bincount(rows, weights=Q.data, minlength=Q.shape[0])
     scale = np.maximum(np.abs(Q.diagonal()), 1.0)
-    bad = np.abs(rowsum) > 1e-9 * scale
-    if np.any(bad):
-        i = int(np.flatnonzero(bad)[0])
+    wrong = np.abs(rowsum) > 1e-9 * scale
+    if wrong.any():
+        i = int(np.flatnonzero(wrong)[0])
         raise ModelError(f"generator rows must sum to 0; row of {name(i)} sums to {rowsum[i]:.3e}")
 
 

@@ -47,16 +47,19 @@ class ClassStructure:
 
 def communicating_classes(Q: sp.spmatrix) -> ClassStructure:
     """Communicating classes of the chain with generator (or transition matrix) ``Q``."""
-    A = sp.csr_matrix(Q, copy=True)
-    A.setdiag(0)
-    A.eliminate_zeros()
+    # self-loops (the diagonal) do not change strong components; explicit zeros are
+    # dropped so that they are not taken for transitions
+    A = sp.csr_matrix(Q)
+    if A.nnz and np.any(A.data == 0):
+        A = A.copy()
+        A.eliminate_zeros()
     n_classes, labels = connected_components(A, directed=True, connection="strong")
     if n_classes == 1:
         return ClassStructure(labels, 1, np.array([0]), np.array([0]))
-    coo = A.tocoo()
-    leaving = labels[coo.row] != labels[coo.col]
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    leaving = labels[rows] != labels[A.indices]
     has_exit = np.zeros(n_classes, dtype=bool)
-    has_exit[labels[coo.row[leaving]]] = True
+    has_exit[labels[rows[leaving]]] = True
     closed = np.flatnonzero(~has_exit)
     n = len(labels)
     first = np.full(n_classes, n)
