@@ -16,7 +16,7 @@ import numpy as np
 __all__ = ["nested_dissection"]
 
 
-def nested_dissection(coords: np.ndarray, jumps: np.ndarray, *, leaf_size: int = 64) -> np.ndarray:
+def nested_dissection(coords: np.ndarray, jumps: np.ndarray, *, leaf_size: int = 32) -> np.ndarray:
     """Nested-dissection permutation of points on an integer lattice.
 
     Parameters
@@ -36,33 +36,59 @@ def nested_dissection(coords: np.ndarray, jumps: np.ndarray, *, leaf_size: int =
 
     Notes
     -----
-    The recursion runs over boxes (about ``2 n / leaf_size`` of them), each step
-    vectorised over the box's points; no loop runs over individual points.
+    All boxes of one level are split at once. Each point accumulates a base-3 key,
+    one digit per level (0 left half, 1 right half, 2 separator; points whose box is
+    no longer split get 0s); sorting by the key lists every box's left subtree, then
+    its right subtree, then its separator. No loop runs over points or boxes, only
+    over the O(log n) levels.
     """
-    coords = np.asarray(coords)
+    coords = np.asarray(coords, dtype=np.int64)
+    n, d = coords.shape
     jumps = np.maximum(np.asarray(jumps, dtype=np.int64), 0)
     splittable = jumps > 0
-    pieces: list[np.ndarray] = []
-    # explicit stack of (ids, is_separator_marker); separators are emitted after both halves
-    stack: list[tuple[str, np.ndarray]] = [("box", np.arange(len(coords)))]
-    while stack:
-        kind, ids = stack.pop()
-        if kind == "emit" or len(ids) <= leaf_size:
-            pieces.append(ids)
-            continue
-        sub = coords[ids]
-        lo, hi = sub.min(0), sub.max(0)
-        extent = np.where(splittable, hi - lo, -1)
-        k = int(np.argmax(extent))
-        w = int(jumps[k])
-        if extent[k] < 2 * w + 1:
-            pieces.append(ids)
-            continue
-        c = int((lo[k] + hi[k] - w + 1) // 2)
-        x = sub[:, k]
-        left, sep, right = ids[x < c], ids[(x >= c) & (x < c + w)], ids[x >= c + w]
-        # pop order: left, right, then separator
-        stack.append(("emit", sep))
-        stack.append(("box", right))
-        stack.append(("box", left))
-    return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    box = np.zeros(n, dtype=np.int64)
+    lo = coords.min(0)[None, :]
+    hi = coords.max(0)[None, :]
+    alive = np.ones(1, dtype=bool)  # boxes that may still be split
+    key = np.zeros(n, dtype=np.int64)
+    for _level in range(_MAX_LEVELS):
+        size = np.bincount(box, minlength=len(lo))
+        extent = np.where(splittable[None, :], hi - lo, -1)
+        k = np.argmax(extent, axis=1)
+        w = jumps[k]
+        ext_k = extent[np.arange(len(lo)), k]
+        split = alive & (size > leaf_size) & (ext_k >= 2 * w + 1)
+        if not split.any():
+            break
+        c = (lo[np.arange(len(lo)), k] + hi[np.arange(len(lo)), k] - w + 1) // 2
+        pk = k[box]
+        x = coords[np.arange(n), pk]
+        pc, pw = c[box], w[box]
+        digit = np.where(x < pc, 0, np.where(x < pc + pw, 2, 1))
+        digit = np.where(split[box], digit, 0)
+        key = key * 3 + digit
+        # children: (parent, digit) -> compact ids with inherited, narrowed bounds
+        raw = box * 3 + digit
+        present = np.zeros(3 * len(lo), dtype=bool)
+        present[raw] = True
+        child = np.flatnonzero(present)
+        remap = np.cumsum(present) - 1
+        box = remap[raw]
+        parent, dig = np.divmod(child, 3)
+        was_split = split[parent]
+        new_lo, new_hi = lo[parent].copy(), hi[parent].copy()
+        rows = np.flatnonzero(was_split)
+        kk = k[parent[rows]]
+        cc, ww = c[parent[rows]], w[parent[rows]]
+        dd = dig[rows]
+        new_hi[rows, kk] = np.where(dd == 0, cc - 1, np.where(dd == 2, cc + ww - 1, new_hi[rows, kk]))
+        new_lo[rows, kk] = np.where(dd == 1, cc + ww, np.where(dd == 2, cc, new_lo[rows, kk]))
+        lo, hi = new_lo, new_hi
+        alive = was_split & (dig != 2)
+    return np.argsort(key, kind="stable")
+
+
+# 3**39 < 2**63: the base-3 key of a point fits in int64 for 39 levels
+_MAX_LEVELS = 39
