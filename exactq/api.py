@@ -117,6 +117,9 @@ def solve(
         raise ModelError(f"tol must be in (0, 1); got {tol!r}")
     if truncation is not None and (int(truncation) != truncation or truncation < 1):
         raise ModelError(f"truncation must be an integer >= 1; got {truncation!r}")
+    if truncation is not None and spec.requires != "ctmc":
+        raise ModelError(f"truncation applies to the ctmc method; method {method_name!r} was chosen "
+                         "(pass --method ctmc)")
     t0 = time.perf_counter()
     result = spec.fn(m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, **extra)
     result.measure = name

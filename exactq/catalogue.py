@@ -55,6 +55,13 @@ class Model:
     default_measure: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
+        # every declared rule holds however the model was built (create() or directly);
+        # values are stored in canonical form (tuples for lists, floats for rates)
+        for p in self.parameters:
+            value = getattr(self, p.name)
+            if value is None and p.default is None:  # an optional parameter left out
+                continue
+            object.__setattr__(self, p.name, p.parse(value))
         self.check()
 
     def check(self) -> None:

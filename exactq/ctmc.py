@@ -183,6 +183,8 @@ def build_ctmc(
         init = 0
     elif np.ndim(initial) == 0:
         init = int(initial)
+        if not 0 <= init < n:
+            raise ValueError(f"initial state index {init} is outside 0..{n - 1}")
     else:
         init = int(space.index(np.asarray(initial)[None, :])[0])
         if init < 0:

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from .errors import ModelError
 
 __all__ = ["Param", "REQUIRED", "parse_params"]
@@ -96,7 +98,7 @@ class Param:
         """Return the canonical value of ``raw`` or raise ``ModelError``."""
         k = self.kind
         if k in ("floats", "ints"):
-            items = _split(raw)
+            items = _split(raw, self.name)
             if len(items) < self.min_len:
                 raise ModelError(
                     f"{self.name} must be a list of at least {self.min_len} values; got {raw!r}"
@@ -129,13 +131,20 @@ class Param:
             (isinstance(text, str) and text.lower() in ("inf", "infinity", "oo"))
             or (isinstance(text, float) and math.isinf(text) and text > 0)
         ):
+            self._check_range(math.inf, raw)
             return math.inf
         try:
             if kind in ("int", "int_or_inf"):
-                f = float(text)
-                if not f.is_integer():
-                    raise ValueError
-                value: Any = int(f)
+                if isinstance(text, (int, np.integer)):
+                    value: Any = int(text)
+                else:
+                    try:
+                        value = int(str(text))  # exact for any size
+                    except ValueError:
+                        f = float(text)
+                        if not f.is_integer():
+                            raise ValueError from None
+                        value = int(f)
             else:
                 value = float(text)
         except (TypeError, ValueError, OverflowError):
@@ -159,9 +168,14 @@ class Param:
             raise ModelError(f"{self.name} must be {rule}; got {raw!r}")
 
 
-def _split(raw: Any) -> list:
+def _split(raw: Any, name: str) -> list:
     if isinstance(raw, str):
-        return [s for s in (p.strip() for p in raw.split(",")) if s != ""]
+        items = [p.strip() for p in raw.split(",")]
+        if items and items[-1] == "":
+            items.pop()  # a trailing comma is harmless
+        if any(i == "" for i in items):
+            raise ModelError(f"{name} must be a comma-separated list without empty items; got {raw!r}")
+        return items
     if isinstance(raw, (list, tuple)):
         return list(raw)
     try:

@@ -59,6 +59,9 @@ class _BirthDeath(Model):
         rho = self.arrival_rate / (self._servers * self.service_rate)
         return int(self._servers + math.ceil(math.log(tol) / math.log(rho))) + 10
 
+    def ctmc_size(self, truncation) -> int:
+        return (self._capacity if self._capacity is not None else int(truncation)) + 1
+
     def ctmc(self, truncation=None):
         K = self._capacity if self._capacity is not None else int(truncation)
         lam, mu, c = self.arrival_rate, self.service_rate, self._servers

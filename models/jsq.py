@@ -140,6 +140,10 @@ class JSQ(Model):
         rho = self.arrival_rate / sum(self.service_rates)
         return int(math.ceil(math.log(tol) / math.log(rho) / self.n_servers)) + 10
 
+    def ctmc_size(self, truncation) -> int:
+        K = int(truncation) if self.is_infinite else int(self.capacity)
+        return (K + 1) ** self.n_servers
+
     def ctmc(self, truncation=None):
         n = self.n_servers
         if self.is_infinite:

@@ -73,17 +73,13 @@ def slack_at_multiplier(z, dispatchers):
 
     ``nu`` is the Lagrange multiplier of the work constraint (the common marginal cost
     per unit of work); stationarity of the K-dispatcher potential reads
-    u^2/K + (1 - 1/K) u = z with u = 1/(1 - rho_i). Hence 1 - rho = z^(-1/2) for K = 1,
-    1/z for K = inf and ((K-1) + sqrt((K-1)^2 + 4Kz)) / (2Kz) otherwise. A server is
-    used iff z > 1.
+    u^2/K + (1 - 1/K) u = z with u = 1/(1 - rho_i), so
+    1 - rho = ((1 - 1/K) + sqrt((1 - 1/K)^2 + 4z/K)) / (2z): z^(-1/2) for K = 1 and 1/z
+    for K = inf. A server is used iff z > 1.
     """
     z = np.asarray(z, dtype=float)
-    if dispatchers == 1:
-        return 1.0 / np.sqrt(z)
-    if math.isinf(dispatchers):
-        return 1.0 / z
-    k = float(dispatchers)
-    return ((k - 1.0) + np.sqrt((k - 1.0) ** 2 + 4.0 * k * z)) / (2.0 * k * z)
+    inv_k = 0.0 if math.isinf(dispatchers) else 1.0 / dispatchers
+    return ((1.0 - inv_k) + np.sqrt((1.0 - inv_k) ** 2 + 4.0 * inv_k * z)) / (2.0 * z)
 
 
 def _water_fill(mu, c, rho, dispatchers):

@@ -94,6 +94,9 @@ class SED(Model):
         rho = self.arrival_rate / sum(self.service_rates)
         return int(math.ceil(math.log(tol) / math.log(rho) / len(self.service_rates))) + 10
 
+    def ctmc_size(self, truncation) -> int:
+        return (self.phases * int(truncation) + 1) ** len(self.service_rates)
+
     def ctmc(self, truncation=None):
         """Truncated chain: at most ``truncation`` jobs' worth of phases (r K) per queue."""
         if truncation is None:
@@ -116,7 +119,8 @@ class SED(Model):
         rewards = {f"q{i + 1}": jobs[:, i] for i in range(n)}
         return build_ctmc(space, [arrival(i) for i in range(n)] + [phase_done(i) for i in range(n)],
                           initial=np.zeros(n, np.int64), rewards=rewards,
-                          truncation={"level": K, "rule": "block", "variables": "jobs per queue"},
+                          truncation={"level": K, "rule": "block", "variables": "jobs per queue",
+                                      "levels": jobs.max(axis=1)},
                           constants={"r": r, "K": K})
 
     def ctmc_measure(self, measure, chain, pi):

@@ -10,12 +10,19 @@ Models offering this method implement the CTMC protocol:
     A first truncation level for the adaptive loop.
 ``ctmc_measure(measure, chain, pi) -> float | list``
     The measure from a stationary vector.
+``ctmc_size(truncation) -> int`` (optional)
+    The number of states a truncation would give, so that oversize chains are
+    refused before they are built.
 
 For infinite models the truncation grows geometrically (x1.5) until two successive
 levels agree to ``tol`` (relative) and the probability mass on the states whose
 transitions were cut is below ``tol``. The reported ``error_estimate`` is the larger
 of the last change and the boundary sensitivity (the change of the measure when the
-boundary states are removed from pi and pi renormalised), never less.
+boundary states are removed from pi and pi renormalised) divided by 1 - r, where r is
+the observed decay of the probability mass from one truncation level to the next
+(``chain.truncation["levels"]``, the level of each state, defaults to its largest
+coordinate): the boundary layer stands for a geometric tail of layers beyond it.
+For the M/M/1 queue this gives exactly the true truncation error's order.
 """
 
 from __future__ import annotations
@@ -64,6 +71,18 @@ def _boundary(chain, pi):
     return mask, float(pi[mask].sum()) if mask.any() else 0.0
 
 
+def _tail_factor(chain, pi) -> float:
+    """1 / (1 - r) with r the mass ratio of the last two truncation levels."""
+    levels = chain.truncation.get("levels")
+    if levels is None:
+        levels = chain.states.max(axis=1)
+    top = int(levels.max())
+    last = float(pi[levels == top].sum())
+    before = float(pi[levels == top - 1].sum())
+    r = last / before if before > 0 else 0.0
+    return 1.0 / max(1.0 - min(r, 1.0), 1e-3)
+
+
 def _evaluate(model, measure, chain, pi):
     value = model.ctmc_measure(measure, chain, pi)
     mask, bmass = _boundary(chain, pi)
@@ -72,10 +91,28 @@ def _evaluate(model, measure, chain, pi):
         inner = np.where(mask, 0.0, pi)
         total = inner.sum()
         if total > 0.5:
-            sens = _diff(value, model.ctmc_measure(measure, chain, inner / total))
+            sens = _diff(value, model.ctmc_measure(measure, chain, inner / total)) * _tail_factor(chain, pi)
         else:
             sens = math.inf
     return value, bmass, sens
+
+
+def _build(model, level, max_states):
+    size = getattr(model, "ctmc_size", None)
+    if level is not None and callable(size) and size(level) > max_states:
+        raise TruncationError(
+            f"truncation {level} gives {size(level):.3g} states, above max_states={max_states}; "
+            "lower the truncation or tol, or use another method"
+        )
+    chain = model.ctmc(level)
+    if chain.n_states > max_states:
+        raise TruncationError(f"the chain has {chain.n_states} states, above max_states={max_states}")
+    return chain
+
+
+def _floor(err, value):
+    """An error estimate is never below the rounding level of the value."""
+    return max(err, 4 * np.finfo(float).eps * _norm(value))
 
 
 def _verify(model, measure, chain, value, tol):
@@ -114,10 +151,10 @@ def solve_ctmc(model, measure, *, solver="auto", tol=1e-9, truncation=None, veri
     if not infinite and truncation is not None:
         raise ModelError(f"truncation applies to infinite models only; model {model.name} is finite")
     if not infinite or truncation is not None:
-        chain = model.ctmc(truncation)
+        chain = _build(model, truncation, max_states)
         st = solve_chain(chain, solver, strict)
         value, bmass, sens = _evaluate(model, measure, chain, st.pi)
-        err = sens if infinite else None
+        err = _floor(sens, value) if infinite else None
         if infinite:
             info["truncation"] = {"level": int(truncation), "rule": chain.truncation.get("rule", "block"),
                                   "boundary_mass": bmass, "error_estimate_kind": "boundary_sensitivity"}
@@ -132,13 +169,15 @@ def solve_ctmc(model, measure, *, solver="auto", tol=1e-9, truncation=None, veri
         history = []
         prev = None
         while True:
-            chain = model.ctmc(level)
-            if chain.n_states > max_states:
+            try:
+                chain = _build(model, level, max_states)
+            except TruncationError:
                 last = history[-1] if history else None
                 raise TruncationError(
                     f"automatic truncation needs more than max_states={max_states} states for tol={tol:g}"
-                    + (f" (last level {last['level']}: change {last['change']:.2e})" if last else "")
-                )
+                    + (f" (last level {last['level']}: change {last['change']:.2e})" if last else
+                       f" (first level {level})")
+                ) from None
             st = solve_chain(chain, solver, strict)
             value, bmass, sens = _evaluate(model, measure, chain, st.pi)
             change = math.inf if prev is None else _diff(value, prev)
@@ -149,7 +188,7 @@ def solve_ctmc(model, measure, *, solver="auto", tol=1e-9, truncation=None, veri
                 break
             prev = value
             level = int(math.ceil(level * GROWTH))
-        err = max(change, sens)
+        err = _floor(max(change, sens), value)
         info["truncation"] = {"level": level, "rule": chain.truncation.get("rule", "block"),
                               "boundary_mass": bmass, "error_estimate_kind": "level_difference",
                               "history": history}
@@ -194,7 +233,7 @@ def check_query(model, query, *, tol=1e-9, truncation=None, strict=False, solver
     if not infinite or truncation is not None:
         if not infinite and truncation is not None:
             raise ModelError(f"truncation applies to infinite models only; model {model.name} is finite")
-        chain = model.ctmc(truncation)
+        chain = _build(model, truncation, MAX_STATES)
         res = run(chain)
         if infinite:
             res.info["truncation"] = {"level": int(truncation)}
@@ -202,9 +241,7 @@ def check_query(model, query, *, tol=1e-9, truncation=None, strict=False, solver
         level = int(model.truncation_start(tol))
         prev = None
         while True:
-            chain = model.ctmc(level)
-            if chain.n_states > MAX_STATES:
-                raise TruncationError(f"automatic truncation needs more than {MAX_STATES} states for tol={tol:g}")
+            chain = _build(model, level, MAX_STATES)
             res = run(chain)
             if prev is not None and abs(res.value - prev) <= max(tol * abs(res.value), 1e-15):
                 break

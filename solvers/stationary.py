@@ -156,7 +156,9 @@ def stationary(
     if method == "auto":
         method = "gth" if m <= 200 else "direct"
     nit = None
-    if method == "gth":
+    if m == 1:  # a single absorbing state carries all the mass
+        pi_r = np.ones(1)
+    elif method == "gth":
         if m > GTH_MAX_STATES:
             raise ModelError(f"gth is dense and limited to {GTH_MAX_STATES} states; this chain has {m}")
         pi_r = _gth(Qr.toarray())
