@@ -71,6 +71,8 @@ class JSQ(Model):
               choices=("random", "fastest")),
         Param("capacity", "int_or_inf", "maximum jobs per queue (arrivals finding all full are lost)",
               default=math.inf, low=1),
+        Param("threshold", "int", "threshold T of --method bounds (default: grown until the width is < tol)",
+              default=None, low=1),
     )
     measures = {
         "mean_number": "E[L], mean total number in system",
@@ -81,13 +83,14 @@ class JSQ(Model):
         "prob_empty": "probability that every queue is empty",
         "blocking_probability": "probability that an arrival is lost (finite capacity)",
     }
-    methods = ("ctmc", "compensation", "asymptotic")
+    methods = ("ctmc", "compensation", "bounds", "asymptotic")
     default_measure = "mean_number"
 
     arrival_rate: float
     service_rates: tuple
     ties: str = "random"
     capacity: float = math.inf
+    threshold: int | None = None
 
     def check(self):
         if self.is_infinite:
@@ -116,6 +119,11 @@ class JSQ(Model):
             )
         mu = self.service_rates[0]
         return {"kind": "symmetric-jsq", "rho": self.arrival_rate / (2 * mu), "service_rate": mu}
+
+    def jsq_bounds(self) -> dict:
+        """Data of the threshold-jockeying / threshold-blocking bounds (van Houtum et al. 1998)."""
+        return {"arrival_rate": self.arrival_rate, "service_rates": tuple(self.service_rates),
+                "ties": self.ties, "threshold": self.threshold, "capacity": self.capacity}
 
     def finite_capacity_walk(self) -> dict:
         """Two identical servers with a finite capacity K per queue (asymptotic regimes)."""
