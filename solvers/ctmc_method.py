@@ -14,8 +14,8 @@ Models offering this method implement the CTMC protocol:
     The number of states a truncation would give, so that oversize chains are
     refused before they are built.
 
-For infinite models the truncation grows geometrically (x1.5) until two successive
-levels agree to ``tol`` (relative) and the probability mass on the states whose
+For infinite models the truncation grows geometrically (x1.5, or x1.125 once the
+boundary mass is below ``tol``) until two successive levels agree to ``tol`` (relative) and the probability mass on the states whose
 transitions were cut is below ``tol``. The reported ``error_estimate`` is the larger
 of the last change and the boundary sensitivity (the change of the measure when the
 boundary states are removed from pi and pi renormalised) divided by 1 - r, where r is
@@ -43,6 +43,7 @@ __all__ = ["solve_ctmc", "check_query", "solve_chain", "VERIFY_MAX_STATES"]
 VERIFY_MAX_STATES = 200_000
 MAX_STATES = 6_000_000
 GROWTH = 1.5
+FINE_GROWTH = 1.125
 
 
 def _norm(v) -> float:
@@ -187,7 +188,10 @@ def solve_ctmc(model, measure, *, solver="auto", tol=1e-9, truncation=None, veri
             if change <= max(tol * scale, 1e-14 * scale, 1e-300) and bmass <= tol and sens <= tol * max(scale, 1e-300):
                 break
             prev = value
-            level = int(math.ceil(level * GROWTH))
+            # far from converged: grow by half; once the boundary mass is below tol, a
+            # smaller step confirms the value (the estimate also uses the tail factor)
+            step = GROWTH if bmass > tol else FINE_GROWTH
+            level = max(int(math.ceil(level * step)), level + 4)
         err = _floor(max(change, sens), value)
         info["truncation"] = {"level": level, "rule": chain.truncation.get("rule", "block"),
                               "boundary_mass": bmass, "error_estimate_kind": "level_difference",

@@ -1,0 +1,73 @@
+"""Benchmark of the shortest-queue family (issue 3 targets); not a test.
+
+* compensation vs the automatically truncated CTMC for the symmetric JSQ E[L] at
+  rho = 0.95, both at tol = 1e-12 (medians over repeats, ratio in the same run);
+* SED with Erlang-3 servers at rho = 0.9: exact E[L] to 1e-8, wall time;
+* bounds with T = 6 at rho = 0.9: relative width.
+
+Usage: python bench/shortest_queue.py [--repeat N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+import exactq
+
+
+def timed(fn, repeat):
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    kw = dict(arrival_rate=1.9, service_rates="1,1")
+    t_comp, comp = timed(lambda: exactq.solve("jsq", method="compensation", tol=1e-12, **kw), 50 * args.repeat)
+    t_ctmc, ctmc = timed(lambda: exactq.solve("jsq", method="ctmc", tol=1e-12, **kw), args.repeat)
+    t_sed, sed = timed(lambda: exactq.solve("sed", "mean_number", arrival_rate=1.8, service_rates="1,1",
+                                            phases=3, tol=1e-9), max(1, args.repeat // 2))
+    t_b, b = timed(lambda: exactq.solve("jsq", "mean_waiting_time", method="bounds", threshold=6,
+                                        arrival_rate=1.8, service_rates="1,1"), 20 * args.repeat)
+    exact_w = exactq.solve("jsq", "mean_waiting_time", method="compensation", arrival_rate=1.8,
+                           service_rates="1,1").value
+    res = {
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
+        "jsq_rho095_EL": {
+            "compensation": {"seconds_median": t_comp, "value": comp.value, "error_estimate": comp.error_estimate},
+            "ctmc_auto": {"seconds_median": t_ctmc, "value": ctmc.value, "error_estimate": ctmc.error_estimate,
+                          "n_states": ctmc.n_states, "level": ctmc.info["truncation"]["level"]},
+            "speedup_compensation_over_ctmc": t_ctmc / t_comp,
+            "abs_difference": abs(comp.value - ctmc.value),
+        },
+        "sed_erlang3_rho09_EL": {"seconds_median": t_sed, "value": sed.value, "error_estimate": sed.error_estimate,
+                                 "n_states": sed.n_states, "target_seconds": 10},
+        "bounds_T6_rho09_EW": {"seconds_median": t_b, "lower": b.lower, "upper": b.upper, "exact": exact_w,
+                               "relative_width": (b.upper - b.lower) / exact_w, "target_relative_width": 0.01,
+                               "brackets": b.lower <= exact_w <= b.upper},
+    }
+    text = json.dumps(res, indent=1)
+    if args.out:
+        open(args.out, "w").write(text)
+    print(text)
+    j = res["jsq_rho095_EL"]
+    print(f"compensation {t_comp * 1e3:.3f} ms vs ctmc {t_ctmc:.3f} s: {j['speedup_compensation_over_ctmc']:.0f}x; "
+          f"|diff| {j['abs_difference']:.1e}", file=sys.stderr)
+    print(f"SED r=3 rho=0.9: {t_sed:.2f} s, E[L]={sed.value:.10f} ({sed.n_states} states)", file=sys.stderr)
+    print(f"bounds T=6 rho=0.9: width {res['bounds_T6_rho09_EW']['relative_width']:.2%}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
