@@ -1,5 +1,18 @@
 """exactq: exact and rigorously bounded values of load-balancing and queueing models."""
 
+import os as _os
+
+# ``models/`` and ``solvers/`` sit beside this package in a source checkout and are
+# installed as ``exactq.models`` / ``exactq.solvers``. When this ``__init__`` is the
+# checkout's (the repository root is on sys.path, e.g. ``python -m pytest`` run
+# there), let the subpackages resolve to the root's folders.
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_root = _os.path.dirname(_here)
+if not _os.path.isdir(_os.path.join(_here, "models")) and all(
+    _os.path.isfile(_os.path.join(_root, sub, "__init__.py")) for sub in ("models", "solvers")
+):
+    __path__.append(_root)  # noqa: F821  (the package's own search path)
+
 from .errors import (  # noqa: F401
     AccuracyWarning,
     ConvergenceError,
