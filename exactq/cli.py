@@ -218,6 +218,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("exactq: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # an internal error: still one line unless --debug
         if debug:
             raise

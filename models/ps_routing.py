@@ -39,6 +39,7 @@ Operations Research Letters 35 (2007) 421-426.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,6 +128,7 @@ def _water_fill(mu, c, rho, dispatchers):
 
 
 def _as_arrays(service_rates, holding_costs, work_rate):
+    """Validated arrays (vectorised checks; the model's messages for whole lists)."""
     mu = np.asarray(service_rates, dtype=float).ravel()
     c = np.ones_like(mu) if holding_costs is None else np.asarray(holding_costs, dtype=float).ravel()
     if mu.size == 0 or not np.all(np.isfinite(mu)) or np.any(mu <= 0):
@@ -201,8 +203,6 @@ def water_filling(service_rates, holding_costs, work_rate, *, dispatchers=CENTRA
     >>> bool(np.allclose(e.value, [0.25, 0.625])), round(e.info["cost"], 12)
     (True, 2.0)
     """
-    import time
-
     t0 = time.perf_counter()
     mu, c, rho = _as_arrays(service_rates, holding_costs, work_rate)
     k = _check_dispatchers(dispatchers)

@@ -64,7 +64,7 @@ from exactq.errors import (
 )
 from exactq.result import Result
 
-from .routing import SOLVER_TOLERANCES
+from .routing import solve_program
 
 __all__ = [
     "network_optimum",
@@ -93,6 +93,8 @@ def _links(graph):
     for e, (u, v) in enumerate(edges):
         d = graph.edges[u, v]
         name = f"edge {u}->{v}"
+        if u == v:
+            raise ModelError(f"{name}: self-loops carry no flow and are not allowed; got one")
         kind = d.get("kind")
         if kind is not None and kind not in _KINDS:
             raise ModelError(f"{name}: kind must be one of {', '.join(sorted(_KINDS))}; got {kind!r}")
@@ -202,23 +204,23 @@ def _polish_flows(incidence, supply, flows, potentials, links, objective):
         k = e_idx.size
         if k + n * n_orig > POLISH_MAX_UNKNOWNS:
             return None
+        rows = np.arange(k)
         for _ in range(50):
             x = f.sum(axis=1)
             if np.any(x >= links[0]):
                 return None
-            r1 = _edge_cost(links, x, objective)[e_idx] - (p[head[e_idx], o_idx] - p[tail[e_idx], o_idx])
+            cost = _edge_cost(links, x, objective)
+            r1 = cost[e_idx] - (p[head[e_idx], o_idx] - p[tail[e_idx], o_idx])
             r2 = (A @ f - supply).ravel()
             res = np.concatenate([r1, r2])
-            if np.max(np.abs(res)) <= 1e-14 * max(1.0, scale):
+            if np.max(np.abs(res)) <= 1e-13 * max(1.0, scale, float(np.max(cost))):
                 break
             jac = np.zeros((k + n * n_orig, k + n * n_orig))
             slope = _edge_cost(links, x, objective, derivative=True)[e_idx]
             jac[:k, :k] = (e_idx[:, None] == e_idx[None, :]) * slope[:, None]
-            rows = np.arange(k)
             jac[rows, k + head[e_idx] * n_orig + o_idx] = -1.0
             jac[rows, k + tail[e_idx] * n_orig + o_idx] = 1.0
-            for v in range(n):
-                jac[k + v * n_orig + o_idx, rows] = A[v, e_idx]
+            jac[k + np.arange(n)[:, None] * n_orig + o_idx[None, :], rows[None, :]] = A[:, e_idx]
             step = np.linalg.lstsq(jac, -res, rcond=None)[0]
             f[e_idx, o_idx] += step[:k]
             p += step[k:].reshape(n, n_orig)
@@ -252,95 +254,83 @@ def _relative_gap(graph, edges, x, links, objective, demands):
     return max(gap, 0.0), path_cost
 
 
-def _network_program(graph, demands, objective, solver, solver_tol, tol, strict, polish):
+def _build_program(graph, edges, links, pairs, objective):
+    """The cvxpy program over per-origin link flows; returns (problem, flows, conservation,
+    incidence, supply, node index, origins)."""
     import cvxpy as cp
     import networkx as nx
 
-    t0 = time.perf_counter()
-    edges, cap, cost, slope, offset = _links(graph)
-    pairs = _demands(graph, demands)
-    if solver not in cp.installed_solvers():
-        raise NotApplicableError(f"solver must be one of the installed cvxpy solvers "
-                                 f"{', '.join(cp.installed_solvers())}; got {solver!r}")
+    cap, cost, slope, offset = links
     nodes = list(graph.nodes)
     index = {v: i for i, v in enumerate(nodes)}
     origins = sorted({o for o, _, _ in pairs}, key=index.get)
     supply = np.zeros((len(nodes), len(origins)))
     for o, d, rate in pairs:
-        j = origins.index(o)
-        supply[index[o], j] -= rate
-        supply[index[d], j] += rate
+        supply[index[o], origins.index(o)] -= rate
+        supply[index[d], origins.index(o)] += rate
     incidence = nx.incidence_matrix(graph, nodelist=nodes, edgelist=edges, oriented=True).tocsr()
     flows = cp.Variable((len(edges), len(origins)), nonneg=True)
     conservation = incidence @ flows == supply
     x = cp.sum(flows, axis=1)
     q = np.flatnonzero(np.isfinite(cap))
-    terms = []
+    terms = [offset @ x]
     if q.size:
-        xq = x[q]
         if objective == "optimum":  # c x/(mu - x) = c mu/(mu - x) - c
-            terms.append(cp.sum(cp.multiply(cost[q] * cap[q], cp.inv_pos(cap[q] - xq))))
+            terms.append(cp.sum(cp.multiply(cost[q] * cap[q], cp.inv_pos(cap[q] - x[q]))))
         else:  # int_0^x c/(mu - s) ds = -c log(1 - x/mu)
-            terms.append(cp.sum(cp.multiply(cost[q], -cp.log(1 - cp.multiply(1 / cap[q], xq)))))
-    half = 1.0 if objective == "optimum" else 0.5
-    if np.any(slope > 0):
+            terms.append(cp.sum(cp.multiply(cost[q], -cp.log(1 - cp.multiply(1 / cap[q], x[q])))))
+    if np.any(slope > 0):  # x (a x) for the optimum, int_0^x a s ds for the equilibrium
+        half = 1.0 if objective == "optimum" else 0.5
         terms.append(cp.sum(cp.multiply(half * slope, cp.square(x))))
-    terms.append(offset @ x)
     problem = cp.Problem(cp.Minimize(sum(terms)), [conservation])
-    if not problem.is_dcp():  # pragma: no cover
-        raise NotApplicableError("the network program is not DCP")
-    options = {key: solver_tol for key in SOLVER_TOLERANCES.get(solver, ())}
-    if solver == "SCS":
-        options["max_iters"] = 200_000
+    return problem, flows, conservation, incidence, supply, index, origins
+
+
+def _network_program(graph, demands, objective, solver, solver_tol, tol, strict, polish):
+    """Solve, polish and check the optimum or equilibrium program."""
+    t0 = time.perf_counter()
+    edges, *links = _links(graph)
+    pairs = _demands(graph, demands)
+    problem, flows, conservation, incidence, supply, index, origins = _build_program(
+        graph, edges, links, pairs, objective)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            problem.solve(solver=solver, **options)
-    except cp.error.SolverError as exc:
-        raise ConvergenceError(f"solver {solver} failed on the network {objective} program: {exc}") from None
-    if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        info = solve_program(problem, solver=solver, solver_tol=solver_tol,
+                             what=f"network {objective} program ({len(edges)} edges)")
+    except UnstableError:
         raise UnstableError(f"demands must fit together under the link capacities; solver {solver} "
-                            f"found the {objective} program infeasible")
-    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or flows.value is None:
-        raise ConvergenceError(f"solver {solver} returned status {problem.status!r} on the network "
-                               f"{objective} program ({len(edges)} edges)")
-    links = (cap, cost, slope, offset)
+                            f"found the network {objective} program infeasible") from None
     potentials = -np.asarray(conservation.dual_value)  # node potentials, one column per origin
     raw = np.clip(np.asarray(flows.value, dtype=float), 0.0, None)
-    gap_solver, _ = _relative_gap(graph, edges, raw.sum(axis=1), links, objective, pairs)
+    gap_solver, path_cost = _relative_gap(graph, edges, raw.sum(axis=1), links, objective, pairs)
+    best, gap = raw, gap_solver
     polished = _polish_flows(incidence, supply, raw, potentials, links, objective) if polish else None
-    best = raw if polished is None else polished
+    if polished is not None:
+        gap_polished, path_cost_polished = _relative_gap(graph, edges, polished.sum(axis=1), links,
+                                                         objective, pairs)
+        if gap_polished <= max(gap_solver, 1e-14):  # keep whichever is better
+            best, gap, path_cost = polished, gap_polished, path_cost_polished
     x = best.sum(axis=1)
-    if np.any(x >= cap):
+    if np.any(x >= links[0]):
         raise ConvergenceError(f"solver {solver} returned a flow at or above a link capacity")
-    gap, path_cost = _relative_gap(graph, edges, x, links, objective, pairs)
-    if polished is not None and gap > max(gap_solver, 1e-14):  # keep whichever is better
-        best, x = raw, raw.sum(axis=1)
-        gap, path_cost = _relative_gap(graph, edges, x, links, objective, pairs)
-        polished = None
     latency = _edge_cost(links, x, "equilibrium")
     path_cost_dual = [float(potentials[index[d], origins.index(o)] - potentials[index[o], origins.index(o)])
                       for o, d, _ in pairs]
-    info = {
-        "objective": objective,
-        "solver": solver,
-        "status": problem.status,
-        "dcp": True,
-        "solver_iterations": problem.solver_stats.num_iters,
+    info.update({
+        "program": objective,
         "relative_gap": gap,
         "relative_gap_solver": gap_solver,
-        "polished": polished is not None,
+        "polished": best is not raw,
         "polish_shift": float(np.max(np.abs(best - raw))),
         "edge_flows": [[u, v, float(f)] for (u, v), f in zip(edges, x)],
         "edge_latencies": [[u, v, float(lv)] for (u, v), lv in zip(edges, latency)],
         "path_costs": [[o, d, rate, float(pc)] for (o, d, rate), pc in zip(pairs, path_cost)],
         "path_costs_dual": [[o, d, rate, pc] for (o, d, rate), pc in zip(pairs, path_cost_dual)],
         "cost": float(x @ latency),
-    }
+    })
     if gap > tol:
-        msg = (f"solver {solver} (status {problem.status}): relative gap {gap:.2e} of the network "
+        msg = (f"solver {solver} (status {info['status']}): relative gap {gap:.2e} of the network "
                f"{objective} exceeds tol {tol:g}")
-        if strict or problem.status != cp.OPTIMAL:
+        if strict or info["status"] != "optimal":
             raise ConvergenceError(msg)
         warnings.warn(msg, AccuracyWarning, stacklevel=3)
     return Result(value=info["cost"], method=f"convex/{objective}", residual=gap,

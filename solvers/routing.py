@@ -60,6 +60,7 @@ __all__ = [
     "kkt_residuals",
     "atomic_equilibrium",
     "solve_convex",
+    "solve_program",
     "SOLVER_TOLERANCES",
 ]
 
@@ -186,6 +187,8 @@ def polish_loads(service_rates, holding_costs, work_rate, used, *, dispatchers=1
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     nu = nu_of[lo]
+    if nu is None:  # pragma: no cover (sum(mu) > rho makes nu_k exist at k*)
+        raise ConvergenceError(f"no multiplier found: the {lo} cheapest servers cannot carry rho={rho:g}")
     spare = np.ones(n)
     spare[order[:lo]] = _spare_at(nu, a_s[:lo], dispatchers)
     return 1.0 - spare, spare, float(nu), len(nu_of)
@@ -232,9 +235,23 @@ def kkt_residuals(service_rates, holding_costs, work_rate, loads, multiplier, *,
 # -- the convex programs ---------------------------------------------------------------
 
 
-def _solve_program(mu, c, rho, w, dispatchers, solver, solver_tol):
-    """Build and solve the cvxpy program; return the spare fractions 1 - rho_i, the
-    multiplier(s) and the solver's report."""
+def solve_program(problem, *, solver="CLARABEL", solver_tol=1e-9, what="program"):
+    """Solve a cvxpy problem, checked DCP, with errors that name the solver and the reason.
+
+    ``solver_tol`` goes to the solver's own tolerances (``SOLVER_TOLERANCES``).
+    Returns ``{"solver", "status", "dcp", "objective", "solver_iterations",
+    "solve_seconds"}``; cvxpy's inaccuracy warning is replaced by the status, which
+    the caller must check with its own residual when it is ``optimal_inaccurate``.
+
+    Raises
+    ------
+    NotApplicableError
+        The solver is not installed, or the problem is not DCP.
+    ConvergenceError
+        The solver failed, or returned a status other than optimal(_inaccurate).
+    UnstableError
+        The problem is infeasible (e.g. demands above the capacity).
+    """
     import cvxpy as cp
 
     if solver not in cp.installed_solvers():
@@ -242,6 +259,38 @@ def _solve_program(mu, c, rho, w, dispatchers, solver, solver_tol):
             f"solver must be one of the installed cvxpy solvers {', '.join(cp.installed_solvers())}; "
             f"got {solver!r}"
         )
+    if not problem.is_dcp():
+        raise NotApplicableError(f"the {what} is not DCP")
+    options = {key: solver_tol for key in SOLVER_TOLERANCES.get(solver, ())}
+    if solver == "SCS":
+        options["max_iters"] = 200_000
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the status is reported instead
+            problem.solve(solver=solver, **options)
+    except cp.error.SolverError as exc:
+        raise ConvergenceError(f"solver {solver} failed on the {what}: {exc}") from None
+    status = problem.status
+    if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        raise UnstableError(f"the {what} must be feasible; solver {solver} found it infeasible")
+    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise ConvergenceError(f"solver {solver} returned status {status!r} on the {what}")
+    stats = problem.solver_stats
+    return {
+        "solver": solver,
+        "status": status,
+        "dcp": True,
+        "objective": float(problem.value),
+        "solver_iterations": stats.num_iters,
+        "solve_seconds": stats.solve_time,
+    }
+
+
+def _solve_program(mu, c, rho, w, dispatchers, solver, solver_tol):
+    """Build and solve the cvxpy program; return the spare fractions 1 - rho_i, the
+    multiplier(s) and the solver's report."""
+    import cvxpy as cp
+
     # Variables: the spare fractions 1 - rho_i scaled by the total spare fraction f,
     # y_i = (1 - rho_i)/f, which keeps heavy traffic (f -> 0) well conditioned.
     n, m = mu.size, w.size
@@ -265,37 +314,15 @@ def _solve_program(mu, c, rho, w, dispatchers, solver, solver_tol):
     if beta > 0:
         terms.append(cp.sum(cp.multiply(beta / scale * c, -cp.log(y))))
     problem = cp.Problem(cp.Minimize(sum(terms)), constraints)
-    if not problem.is_dcp():  # pragma: no cover (the program is DCP by construction)
-        raise NotApplicableError("the routing program is not DCP")
-    options = {key: solver_tol for key in SOLVER_TOLERANCES.get(solver, ())}
-    if solver == "SCS":
-        options["max_iters"] = 200_000
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # status is reported instead
-            problem.solve(solver=solver, **options)
-    except cp.error.SolverError as exc:
-        raise ConvergenceError(f"solver {solver} failed on the {_regime_label(dispatchers)} "
-                               f"routing program: {exc}") from None
-    status = problem.status
-    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or y.value is None:
-        raise ConvergenceError(f"solver {solver} returned status {status!r} on the "
-                               f"{_regime_label(dispatchers)} routing program (n={n} servers)")
+    info = solve_program(problem, solver=solver, solver_tol=solver_tol,
+                         what=f"{_regime_label(dispatchers)} routing program ({n} servers)")
     # Stationarity in y (cvxpy: grad objective + dual * grad constraint = 0) gives the
     # multiplier nu of sum mu rho = rho: nu = dual scale / f^2, or -dual_k scale / (f w_k)
     # per class.
     dual = np.atleast_1d(np.asarray(work.dual_value, dtype=float))
     class_nu = -dual * scale / (f * w) if m > 1 else dual * scale / f**2
-    stats = problem.solver_stats
-    return f * np.asarray(y.value, dtype=float), class_nu, {
-        "solver": solver,
-        "status": status,
-        "dcp": True,
-        "objective": float(problem.value),
-        "solver_iterations": stats.num_iters,
-        "solve_seconds": stats.solve_time,
-        "n_variables": n * m,
-    }
+    info["n_variables"] = n * m
+    return f * np.asarray(y.value, dtype=float), class_nu, info
 
 
 def convex_loads(
@@ -466,6 +493,10 @@ def atomic_equilibrium(service_rates, holding_costs, dispatcher_rates, *, tol=1e
     r = np.asarray(dispatcher_rates, dtype=float).ravel()
     if r.size == 0 or np.any(r <= 0) or not np.all(np.isfinite(r)):
         raise ModelError(f"dispatcher_rates must be a list of 1+ values, each > 0; got {r.tolist()}")
+    total_capacity = float(np.sum(np.asarray(service_rates, dtype=float)))
+    if r.sum() >= total_capacity:
+        raise UnstableError(f"sum of dispatcher_rates must be < total service rate {total_capacity:g}; "
+                            f"got {r.sum():g}")
     mu, c, rho, _ = _check_problem(service_rates, holding_costs, float(r.sum()))
     flows = np.zeros((r.size, mu.size))
     total = np.zeros(mu.size)
