@@ -73,6 +73,7 @@ def solve(
     truncation: int | None = None,
     verify: bool = False,
     strict: bool = False,
+    lump: bool = True,
     **params: Any,
 ) -> Result:
     """Compute a performance measure of a model.
@@ -98,6 +99,9 @@ def solve(
         ``result.info["verify"]``.
     strict : bool
         Turn accuracy and convergence warnings into errors.
+    lump : bool
+        Let the CTMC method solve an exactly lumped chain when the model offers one
+        (identical servers: sorted queue lengths); ``False`` solves the full chain.
 
     Returns
     -------
@@ -111,6 +115,8 @@ def solve(
     """
     m = _as_model(model, params)
     name = resolve_measure(m, measure)
+    if truncation is not None and method in ("auto", None, "") and "ctmc" in type(m).methods:
+        method = "ctmc"  # a truncation level asks for the truncated chain
     method_name, extra = resolve_method(m, method)
     spec = check_method_for(m, method_name)
     if not (isinstance(tol, (int, float)) and 0 < tol < 1):
@@ -121,6 +127,8 @@ def solve(
         raise ModelError(f"truncation applies to the ctmc method; method {method_name!r} was chosen "
                          "(pass --method ctmc)")
     t0 = time.perf_counter()
+    if not lump:
+        extra["lump"] = False
     result = spec.fn(m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, **extra)
     result.measure = name
     if not result.seconds:

@@ -4,7 +4,7 @@
 
     exactq models [--json]
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
-                 [--truncation N] [--verify] [--strict] [--json]
+                 [--truncation N] [--verify] [--strict] [--no-lump] [--json]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--json]
     exactq reproduce NAME [--out DIR]
 
@@ -55,6 +55,7 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--truncation", type=int)
     s.add_argument("--verify", action="store_true", help="re-solve at 50 digits with mpmath")
     s.add_argument("--strict", action="store_true", help="turn accuracy warnings into errors")
+    s.add_argument("--no-lump", action="store_true", help="solve the full chain, not the symmetry-lumped one")
     s.add_argument("--json", action="store_true")
 
     c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC")
@@ -174,7 +175,7 @@ def _cmd_solve(args) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = solve(model, args.measure, method=args.method, tol=args.tol, truncation=args.truncation,
-                       verify=args.verify, strict=args.strict)
+                       verify=args.verify, strict=args.strict, lump=not args.no_lump)
     _emit(args, model, result, caught)
 
 

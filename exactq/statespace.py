@@ -77,6 +77,25 @@ class StateSpace:
         grids = np.indices(tuple(hi - lo + 1)).reshape(len(hi), -1).T + lo
         return cls(grids, names, lo=lo, hi=hi)
 
+    @classmethod
+    def sorted_vectors(cls, names: Sequence[str], high: int) -> "StateSpace":
+        """All nondecreasing integer vectors ``0 <= x_1 <= ... <= x_d <= high``.
+
+        The state space of a chain lumped by the symmetry of ``d`` exchangeable
+        components (multisets of queue lengths); ``C(high + d, d)`` states. Built one
+        column at a time with ``np.repeat``, without a loop over states.
+        """
+        d = len(names)
+        cols = np.arange(high + 1, dtype=np.int64)[:, None]
+        for _ in range(d - 1):
+            last = cols[:, -1]
+            counts = high - last + 1
+            rows = np.repeat(np.arange(len(cols)), counts)
+            start = np.repeat(np.cumsum(counts) - counts, counts)
+            nxt = last[rows] + (np.arange(len(rows)) - start)
+            cols = np.column_stack([cols[rows], nxt])
+        return cls(cols, names, lo=np.zeros(d, np.int64), hi=np.full(d, high, np.int64))
+
     # ------------------------------------------------------------------
     @property
     def n_states(self) -> int:

@@ -179,6 +179,74 @@ class JSQ(Model):
         return build_ctmc(space, events, initial=np.zeros(n, np.int64), truncation=trunc,
                           constants=consts, labels={"full": routing.sum(1) == 0})
 
+    # -- the chain lumped by symmetry (identical servers) ------------------------------
+    def lumps(self, measure: str) -> bool:
+        """Identical servers are exchangeable: every measure follows from sorted queue lengths."""
+        return len(set(self.service_rates)) == 1
+
+    def lumped_size(self, truncation) -> int:
+        K = int(truncation) if self.is_infinite else int(self.capacity)
+        return math.comb(K + self.n_servers, self.n_servers)
+
+    def lumped_ctmc(self, truncation=None):
+        """The chain on sorted queue lengths s1 <= ... <= sn (exact lumping for equal rates).
+
+        An arrival joins a shortest queue: the last of the tied shortest entries grows,
+        which keeps the vector sorted; a departure at position i is followed by a sort.
+        About K^n / n! states instead of (K+1)^n.
+        """
+        n = self.n_servers
+        K = int(truncation) if self.is_infinite else int(self.capacity)
+        mu, lam = float(self.service_rates[0]), self.arrival_rate
+        space = StateSpace.sorted_vectors([f"s{i + 1}" for i in range(n)], K)
+
+        def arrival(st):
+            t = st.copy()
+            t[:, 0] += 1
+            t.sort(axis=1)
+            room = st[:, 0] < self.capacity
+            return lam * room, t
+
+        def departure(i):
+            def fn(st):
+                t = st.copy()
+                t[:, i] -= 1
+                t.sort(axis=1)
+                return mu * (st[:, i] > 0), t
+            return Event(f"departure_pos{i + 1}", fn)
+
+        trunc = {"level": K, "rule": "block", "variables": "each queue", "lumped": "sorted queue lengths"} \
+            if self.is_infinite else {}
+        return build_ctmc(space, [Event("arrival", arrival)] + [departure(i) for i in range(n)],
+                          initial=np.zeros(n, np.int64), truncation=trunc,
+                          constants={"K": K, "capacity": K, "arrival_rate": lam},
+                          labels={"full": space.states[:, 0] >= self.capacity})
+
+    def lumped_measure(self, measure, chain, pi):
+        s = chain.states
+        full = chain.labels["full"]
+        p_lost = float(pi[full].sum()) if not self.is_infinite else 0.0
+        accepted = self.arrival_rate * (1.0 - p_lost)
+        total = s.sum(axis=1)
+        L = float(pi @ total)
+        if measure == "mean_number":
+            return L
+        if measure == "mean_response_time":
+            return L / accepted
+        if measure == "mean_waiting_time":
+            return float(pi @ np.maximum(s - 1, 0).sum(axis=1)) / accepted
+        if measure == "mean_queue_lengths":
+            return [L / self.n_servers] * self.n_servers
+        if measure == "p_wait":
+            return float(pi[(s[:, 0] >= 1) & ~full].sum()) / (1.0 - p_lost)
+        if measure == "prob_empty":
+            return float(pi[total == 0].sum())
+        if measure == "blocking_probability":
+            if self.is_infinite:
+                raise ModelError("blocking_probability needs a finite capacity; got capacity=inf")
+            return p_lost
+        raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover
+
     def ctmc_measure(self, measure, chain, pi):
         s = chain.states
         p_lost = float(pi[chain.labels["full"]].sum()) if not self.is_infinite else 0.0

@@ -13,6 +13,10 @@ Models offering this method implement the CTMC protocol:
 ``ctmc_size(truncation) -> int`` (optional)
     The number of states a truncation would give, so that oversize chains are
     refused before they are built.
+``lumps(measure) -> bool``, ``lumped_ctmc``, ``lumped_measure``, ``lumped_size`` (optional)
+    An exactly lumped chain (e.g. by the symmetry of identical servers) with the same
+    protocol; used for the measures it serves unless ``lump=False``. Queries always
+    use the full chain, whose variables they name.
 
 For infinite models the truncation grows geometrically (x1.5, or x1.125 once the
 boundary mass is below ``tol``) until two successive levels agree to ``tol`` (relative) and the probability mass on the states whose
@@ -98,6 +102,19 @@ def _evaluate(model, measure, chain, pi):
     return value, bmass, sens
 
 
+class _View:
+    """The chain a model offers for a measure: the full one or an exactly lumped one."""
+
+    def __init__(self, model, measure, lump):
+        lumped = lump and callable(getattr(model, "lumped_ctmc", None)) and model.lumps(measure)
+        self.name = model.name
+        self.ctmc = model.lumped_ctmc if lumped else model.ctmc
+        self.ctmc_measure = model.lumped_measure if lumped else model.ctmc_measure
+        self.ctmc_size = getattr(model, "lumped_size" if lumped else "ctmc_size", None)
+        self.lumped = lumped
+        self.truncation_start = getattr(model, "truncation_start", None)
+
+
 def _build(model, level, max_states):
     size = getattr(model, "ctmc_size", None)
     if level is not None and callable(size) and size(level) > max_states:
@@ -144,13 +161,18 @@ def _verify(model, measure, chain, value, tol):
     options=("solver", "tol", "truncation", "verify", "strict"),
 )
 def solve_ctmc(model, measure, *, solver="auto", tol=1e-9, truncation=None, verify=False,
-               strict=False, max_states=MAX_STATES, **_ignored):
+               strict=False, max_states=MAX_STATES, lump=True, **_ignored):
     """Solve ``measure`` of ``model`` through its CTMC (see the module docstring)."""
     t0 = time.perf_counter()
     infinite = bool(getattr(model, "is_infinite", False))
     info: dict = {"solver": solver}
+    view = _View(model, measure, lump)
+    if view.lumped:
+        info["lumped"] = True
+    model_name = model.name
+    model = view  # the chain protocol of the chosen view
     if not infinite and truncation is not None:
-        raise ModelError(f"truncation applies to infinite models only; model {model.name} is finite")
+        raise ModelError(f"truncation applies to infinite models only; model {model_name} is finite")
     if not infinite or truncation is not None:
         chain = _build(model, truncation, max_states)
         st = solve_chain(chain, solver, strict)

@@ -255,8 +255,12 @@ def test_automatic_truncation_is_reported():
     t = r.info["truncation"]
     assert t["rule"] == "block" and t["level"] == t["history"][-1]["level"]
     assert t["boundary_mass"] <= 1e-9
-    assert r.n_states == (t["level"] + 1) ** 2
+    # identical servers: the chain lumped by symmetry (sorted queue lengths) is solved
+    assert r.info["lumped"] and r.n_states == (t["level"] + 1) * (t["level"] + 2) // 2
     assert 0 <= r.error_estimate <= 1e-9 * r.value
+    full = jsq("mean_number", arrival_rate=1.8, service_rates="1,1", lump=False)
+    assert full.n_states == (full.info["truncation"]["level"] + 1) ** 2
+    assert full.value == pytest.approx(r.value, rel=1e-12)
 
 
 def test_verify_reports_agreement():
@@ -287,7 +291,11 @@ def test_all_stationary_solvers_agree_on_a_fixed_truncation(solver, rates, ties)
     assert r.method == f"ctmc/{solver}"
     assert r.value == pytest.approx(reference.value, rel=1e-8 if solver == "power" else 1e-11)
     assert sum(q.value) == pytest.approx(r.value, rel=1e-12)
-    assert r.n_states == (level + 1) ** (rates.count(",") + 1)
+    n = rates.count(",") + 1
+    if len(set(rates.split(","))) == 1:  # identical servers: lumped to sorted queue lengths
+        assert r.info["lumped"] and r.n_states == math.comb(level + n, n)
+    else:
+        assert r.n_states == (level + 1) ** n
 
 
 # ---------------------------------------------------------------------------------
