@@ -59,6 +59,9 @@ class CTMC:
         Scalar names usable in expressions (model parameters such as ``capacity``).
     truncation : dict
         How the chain was truncated: ``{"level": K, "rule": "block"}`` or empty.
+    ordering : str
+        Fill-reducing ordering the model recommends for sparse LU (``"auto"``,
+        ``"level"``, ``"nested-dissection"`` or ``"mmd"``).
     """
 
     space: StateSpace
@@ -70,6 +73,7 @@ class CTMC:
     initial: int = 0
     constants: dict = field(default_factory=dict)
     truncation: dict = field(default_factory=dict)
+    ordering: str = "auto"
 
     @property
     def n_states(self) -> int:

@@ -68,6 +68,7 @@ def solve_chain(chain, solver="auto", strict=False):
         jumps=chain.jumps,
         reference=chain.initial,
         describe_state=chain.space.format_state,
+        ordering=getattr(chain, "ordering", "auto"),
     )
 
 

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exactq.catalogue import register_method
-from exactq.errors import AccuracyWarning, ModelError, UnstableError
+from exactq.errors import AccuracyWarning, ConvergenceError, ModelError, UnstableError
 from exactq.result import Result
 
 __all__ = [
@@ -428,8 +428,6 @@ def solve_fluid(model, measure, *, tol=1e-9, truncation=None, verify=False, stri
         if not chk["agree"]:
             msg = f"verify: fluid fixed point and {chk['independent']} differ by {chk['abs_diff']:.3e}"
             if strict:
-                from exactq.errors import ConvergenceError
-
                 raise ConvergenceError(msg)
             warnings.warn(msg, AccuracyWarning, stacklevel=3)
     return Result(value=value, method=f"fluid/{point.dispatch}", error_estimate=err,

@@ -7,9 +7,9 @@ Methods
     reduced matrix ``-Q^T`` minus a row and column is a nonsingular M-matrix for an
     irreducible chain, so LU without pivoting is stable (Grassmann, Taksar & Heyman
     1985; Stewart, *Introduction to the Numerical Solution of Markov Chains*, 1994,
-    sec. 2.5) and we pivot on the diagonal. The fill-reducing ordering is geometric
-    nested dissection for lattice chains of dimension <= 3, else SuperLU's
-    MMD on A^T + A.
+    sec. 2.5) and we pivot on the diagonal. The fill-reducing ordering comes from the
+    states' coordinates (by level, or geometric nested dissection; see ``_ordering``),
+    else SuperLU's MMD on A^T + A.
 ``gmres``
     GMRES on the same reduced system, preconditioned by an incomplete LU (``spilu``).
 ``power``
@@ -71,6 +71,7 @@ def stationary(
     reference: int | None = None,
     describe_state=None,
     dps: int = 50,
+    ordering: str = "auto",
 ) -> Stationary:
     """Stationary distribution of the CTMC with generator ``Q``.
 
@@ -89,7 +90,7 @@ def stationary(
         Raise :class:`ConvergenceError` instead of warning on non-convergence.
     coords, jumps : ndarray, optional
         Lattice coordinates of the states and the largest jump per coordinate; when
-        given (and the dimension is <= 3) ``direct`` uses nested dissection.
+        given, ``direct`` orders by geometric nested dissection (or by level).
     reference : int, optional
         The state whose equation is dropped (default: a state of largest exit rate
         among the recurrent states).
@@ -97,6 +98,8 @@ def stationary(
         ``i -> str`` used to name states in error messages.
     dps : int
         Decimal digits for ``mpmath``.
+    ordering : {"auto", "level", "nested-dissection", "mmd"}
+        Fill-reducing ordering of ``direct`` and ``mpmath`` (see ``_ordering``).
 
     Returns
     -------
@@ -163,7 +166,7 @@ def stationary(
             raise ModelError(f"gth is dense and limited to {GTH_MAX_STATES} states; this chain has {m}")
         pi_r = _gth(Qr.toarray())
     elif method == "direct":
-        pi_r, inf = _direct(Qr, ref, cr, jumps)
+        pi_r, inf = _direct(Qr, ref, cr, jumps, ordering)
         info.update(inf)
     elif method == "gmres":
         pi_r, nit, inf = _gmres(Qr, ref, rtol, maxiter, strict)
@@ -171,7 +174,7 @@ def stationary(
     elif method == "power":
         pi_r, nit = _power(Qr, rtol, maxiter, strict)
     else:  # mpmath
-        pi_r, inf = _refine_mp(Qr, ref, cr, jumps, dps)
+        pi_r, inf = _refine_mp(Qr, ref, cr, jumps, dps, ordering)
         info.update(inf)
 
     pi = np.zeros(n)
@@ -242,17 +245,33 @@ def _assemble(x: np.ndarray, perm: np.ndarray, ref: int, n: int) -> np.ndarray:
     return pi / pi.sum()
 
 
-def _ordering(Q, coords, jumps):
-    n = Q.shape[0]
-    if coords is not None and jumps is not None and n >= ND_MIN_STATES and coords.shape[1] <= 3 and np.any(jumps > 0):
-        return nested_dissection(coords, jumps), "nested-dissection"
-    return None, "MMD_AT_PLUS_A"
+ORDERINGS = ("auto", "level", "nested-dissection", "mmd")
 
 
-def _factor(Q, ref, coords, jumps):
-    perm, ordering = _ordering(Q, coords, jumps)
+def _ordering(Q, coords, jumps, ordering="auto"):
+    """Fill-reducing ordering for the sparse LU.
+
+    ``nested-dissection`` (geometric, from the states' coordinates) is the default for
+    chains with coordinates; ``level`` sorts the states by the sum of their coordinates
+    (block-banded factors; best for many-dimensional chains of narrow levels such as
+    sorted queue lengths of several server classes, where a model asks for it through
+    ``CTMC.ordering``); ``mmd`` is SuperLU's minimum degree on A^T + A, the default for
+    chains without coordinates.
+    """
+    if ordering not in ORDERINGS:
+        raise ModelError(f"ordering must be one of {', '.join(ORDERINGS)}; got {ordering!r}")
+    have = coords is not None and jumps is not None and np.any(jumps > 0)
+    if ordering == "mmd" or not have or (ordering == "auto" and Q.shape[0] < ND_MIN_STATES):
+        return None, "MMD_AT_PLUS_A"
+    if ordering == "level":
+        return np.argsort(coords.sum(axis=1), kind="stable"), "level"
+    return nested_dissection(coords, jumps), "nested-dissection"
+
+
+def _factor(Q, ref, coords, jumps, ordering="auto"):
+    perm, ordering = _ordering(Q, coords, jumps, ordering)
     B, b, perm = _reduced_system(Q, ref, perm)
-    spec = "NATURAL" if ordering == "nested-dissection" else "MMD_AT_PLUS_A"
+    spec = "MMD_AT_PLUS_A" if perm is None else "NATURAL"
     lu = spla.splu(
         B,
         permc_spec=spec,
@@ -263,9 +282,9 @@ def _factor(Q, ref, coords, jumps):
     return lu, B, b, perm, info
 
 
-def _direct(Q, ref, coords, jumps):
+def _direct(Q, ref, coords, jumps, ordering="auto"):
     n = Q.shape[0]
-    lu, B, b, perm, info = _factor(Q, ref, coords, jumps)
+    lu, B, b, perm, info = _factor(Q, ref, coords, jumps, ordering)
     x = lu.solve(b)
     return _assemble(x, perm, ref, n), info
 
@@ -328,12 +347,12 @@ def _gth(A: np.ndarray) -> np.ndarray:
     return pi / pi.sum()
 
 
-def _refine_mp(Q, ref, coords, jumps, dps):
+def _refine_mp(Q, ref, coords, jumps, dps, ordering="auto"):
     """Mixed-precision iterative refinement of the reduced system at ``dps`` digits."""
     import mpmath
 
     n = Q.shape[0]
-    lu, B, b, perm, info = _factor(Q, ref, coords, jumps)
+    lu, B, b, perm, info = _factor(Q, ref, coords, jumps, ordering)
     Bc = B.tocsr()
     Bc.sort_indices()
     old = mpmath.mp.dps
