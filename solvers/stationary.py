@@ -166,7 +166,7 @@ def stationary(
             raise ModelError(f"gth is dense and limited to {GTH_MAX_STATES} states; this chain has {m}")
         pi_r = _gth(Qr.toarray())
     elif method == "direct":
-        pi_r, inf = _direct(Qr, ref, cr, jumps, ordering)
+        pi_r, inf = _direct_with_reference(Qr, ref, cr, jumps, ordering)
         info.update(inf)
     elif method == "gmres":
         pi_r, nit, inf = _gmres(Qr, ref, rtol, maxiter, strict)
@@ -287,6 +287,39 @@ def _direct(Q, ref, coords, jumps, ordering="auto"):
     lu, B, b, perm, info = _factor(Q, ref, coords, jumps, ordering)
     x = lu.solve(b)
     return _assemble(x, perm, ref, n), info
+
+
+def _rough_stationary(Q, steps=300):
+    """A rough stationary vector by uniformised power iteration (to pick a reference)."""
+    n = Q.shape[0]
+    q = float((-Q.diagonal()).max()) * 1.05
+    PT = (sp.identity(n, format="csr") + Q / q).T.tocsr()
+    x = np.full(n, 1.0 / n)
+    for _ in range(steps):
+        x = PT @ x
+    return x
+
+
+def _direct_with_reference(Q, ref, coords, jumps, ordering):
+    """Direct solve; redone with a likelier reference state if the first one is improbable.
+
+    Dropping the equation of a state of tiny probability leaves a nearly singular
+    system (the rest of the chain is almost closed): LU without pivoting then loses
+    the accuracy of the small pivots, or meets an exactly zero one. The reference is
+    changed to the most probable state and the factorisation redone.
+    """
+    try:
+        pi, info = _direct(Q, ref, coords, jumps, ordering)
+    except RuntimeError:  # SuperLU: "Factor is exactly singular"
+        new = int(np.argmax(_rough_stationary(Q)))
+        pi, info = _direct(Q, new, coords, jumps, ordering)
+        info["reference"] = {"first": ref, "used": new, "why": "singular factor"}
+        return pi, info
+    if pi[ref] < 1e-6 * pi.max():
+        new = int(np.argmax(pi))
+        pi, info = _direct(Q, new, coords, jumps, ordering)
+        info["reference"] = {"first": ref, "used": new, "why": "improbable reference state"}
+    return pi, info
 
 
 def _gmres(Q, ref, rtol, maxiter, strict):
