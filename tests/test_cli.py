@@ -100,7 +100,8 @@ def test_solve_json_ctmc_details(capsys):
     assert d["method"].startswith("ctmc/")
     assert d["value"] == pytest.approx(1.42632075, abs=1e-8)
     t = d["info"]["truncation"]
-    assert d["n_states"] == (t["level"] + 1) ** 2
+    # identical servers: the symmetry-lumped chain of sorted queue lengths
+    assert d["info"]["lumped"] and d["n_states"] == (t["level"] + 1) * (t["level"] + 2) // 2
     assert t["history"][0]["change"] == "inf"  # JSON has no infinity: spelled out
     assert d["error_estimate"] <= 1e-8
 
@@ -118,7 +119,10 @@ def test_solve_with_measure_method_and_list_value(capsys):
     d = json.loads(out)
     assert d["method"] == "ctmc/gth" and d["measure"] == "mean_queue_lengths"
     assert len(d["value"]) == 2 and d["value"][0] == pytest.approx(d["value"][1], rel=1e-12)
-    assert d["n_states"] == 441
+    assert d["n_states"] == 231  # sorted pairs 0 <= s1 <= s2 <= 20 (lumped by symmetry)
+    code, out, _ = run(capsys, "solve", "jsq", "arrival_rate=1", "service_rates=1,1", "--method", "gth",
+                       "--truncation", "20", "--tol", "0.5", "--no-lump", "--json")
+    assert json.loads(out)["n_states"] == 441
 
 
 def test_warnings_go_to_stderr_or_into_the_json(capsys):

@@ -1,0 +1,243 @@
+"""``exactq reproduce power-of-d``: exact finite systems next to their mean-field limits.
+
+Seeds 001 (power-of-d with load-comparison errors; Bhambay & Mukhopadhyay) and the
+last paper of 004 (Ciucu & Poloczek, "Randomized load balancing in finite regimes",
+ICDCS 2016: "the existing exact but asymptotic results can be largely misleading in
+finite regimes, e.g. by more than 100% in the case of 12 servers"). Tables:
+
+1. E[T] for n = 2..12 servers at lambda = 0.9, d = 2: the exact finite value (lumped
+   chain), the refined mean field (Gast & Van Houdt), the mean field, and the rigorous
+   bounds (job-losing truncation, job-gaining QBD).
+2. The load sweep at n = 2, 4, 6: exact vs mean field for lambda up to 0.99 where the
+   exact chain is feasible (the ratio shows how wrong the limit is at finite n).
+3. Error sweeps (mean field, d = 2, lambda = 0.9 and 0.99): independent errors for
+   eps up to the stability limit and dependent errors (g = 1, 2) for all eps, with the
+   exact n = 6 value for comparison.
+4. The stability region: the largest lambda against eps, mean field and n = 4, 12.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import exactq
+from exactq.errors import ExactqError
+from exactq.reproduce import have_matplotlib, register_reproduction
+
+__all__ = ["reproduce_power_of_d"]
+
+SERVERS = tuple(range(2, 13))
+LOADS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+SWEEP_SERVERS = (2, 4, 6)
+MAX_STATES = 2_000_000
+
+
+def _solve(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return exactq.solve("power-of-d", **kw)
+
+
+def _exact(*, tol, max_states=MAX_STATES, **kw):
+    """The exact method within a state budget; past it, the last stage and its change."""
+    from types import SimpleNamespace
+
+    from exactq.errors import TruncationError
+    from exactq.solvers.level_aggregation import solve_exact
+
+    model = exactq.model("power-of-d", **kw)
+    stages = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return solve_exact(model, "mean_response_time", tol=tol, max_states=max_states,
+                               progress=stages.append)
+        except TruncationError:
+            last = stages[-1]
+            return SimpleNamespace(value=last["value"], error_estimate=last["change"], n_states=last["n_states"],
+                                   seconds=sum(s["build_seconds"] + s["solve_seconds"] for s in stages),
+                                   budget_reached=True)
+
+
+def _servers_table(lam=0.9, d=2) -> list[dict]:
+    mf = _solve(servers="inf", d=d, arrival_rate=lam).value
+    rows = []
+    for n in SERVERS:
+        kw = dict(servers=n, d=d, arrival_rate=lam)
+        ex = _exact(tol=1e-6, max_states=6_000_000, **kw)
+        ref = _solve(method="refined", **kw)
+        try:
+            b = _solve(method="bounds", **kw)
+            lo, up = b.lower, b.upper
+        except ExactqError:
+            lo, up = None, None
+        rows.append({"n": n, "exact": ex.value, "exact_error": ex.error_estimate, "states": ex.n_states,
+                     "refined": ref.value, "meanfield": mf, "lower": lo, "upper": up,
+                     "mf_rel_error": (mf - ex.value) / ex.value, "refined_rel_error": (ref.value - ex.value) / ex.value,
+                     "seconds": ex.seconds})
+    return rows
+
+
+def _load_table(d=2) -> list[dict]:
+    rows = []
+    for lam in LOADS:
+        mf = _solve(servers="inf", d=d, arrival_rate=lam).value
+        row = {"lambda": lam, "meanfield": mf}
+        for n in SWEEP_SERVERS:
+            ex = _exact(servers=n, d=d, arrival_rate=lam, tol=1e-6, max_states=MAX_STATES)
+            row[f"exact_n{n}"] = ex.value
+            row[f"error_n{n}"] = ex.error_estimate
+            row[f"ratio_n{n}"] = ex.value / mf
+        rows.append(row)
+    return rows
+
+
+def _error_table(d=2) -> list[dict]:
+    rows = []
+    for lam in (0.9, 0.99):
+        lim = 1.0 / (d * lam)
+        for eps in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+            row = {"lambda": lam, "eps": eps}
+            if eps < lim or eps * d <= 1.0:
+                kw = dict(servers="inf", d=d, arrival_rate=lam, error="independent" if eps else "none")
+                if eps:
+                    kw["eps"] = eps
+                row["independent_mf"] = _solve(**kw).value
+            else:
+                row["independent_mf"] = math.inf
+            for g in (1, 2):
+                kw = dict(servers="inf", d=d, arrival_rate=lam, error="dependent" if eps else "none")
+                if eps:
+                    kw.update(eps=eps, g=g)
+                row[f"dependent_g{g}_mf"] = _solve(**kw).value
+            if lam == 0.9:
+                for name, err in (("independent_n6", "independent"), ("dependent_g1_n6", "dependent")):
+                    kw = dict(servers=6, d=d, arrival_rate=lam, tol=1e-5, error=err if eps else "none")
+                    if eps:
+                        kw["eps"] = eps
+                        if err == "dependent":
+                            kw["g"] = 1
+                    try:
+                        row[name] = _solve(**kw).value
+                    except ExactqError:
+                        row[name] = math.inf
+            rows.append(row)
+    return rows
+
+
+def _stability_table() -> list[dict]:
+    rows = []
+    for eps in np.round(np.linspace(0.0, 1.0, 11), 2):
+        row = {"eps": float(eps)}
+        for d in (2, 3, 5):
+            kw = dict(d=d, error="independent" if eps else "none")
+            if eps:
+                kw["eps"] = float(eps)
+            row[f"mf_d{d}"] = _solve(servers="inf", measure="stability_limit", **kw).value
+            for n in (4, 12):
+                row[f"n{n}_d{d}"] = _solve(servers=n, measure="stability_limit", **kw).value
+        rows.append(row)
+    return rows
+
+
+def _fmt(rows, cols) -> str:
+    def cell(v):
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            if math.isinf(v):
+                return "inf"
+            return f"{v:.6g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
+        return str(v)
+
+    table = [cols] + [[cell(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    return "\n".join("  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in table)
+
+
+def _figures(out: Path, servers, loads, errors, stab) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    n = [r["n"] for r in servers]
+    ax.plot(n, [r["exact"] for r in servers], "ko-", label="exact (lumped CTMC)")
+    ax.plot(n, [r["refined"] for r in servers], "s--", label="refined mean field")
+    ax.plot(n, [r["meanfield"] for r in servers], ":", label="mean field (n = inf)")
+    lo = [r["lower"] for r in servers]
+    up = [r["upper"] if r["upper"] is not None and math.isfinite(r["upper"]) else np.nan for r in servers]
+    ax.plot(n, lo, "v", label="lower bound")
+    ax.plot(n, up, "^", label="upper bound")
+    ax.set_xlabel("servers n")
+    ax.set_ylabel("E[T]")
+    ax.set_title("power-of-2, lambda = 0.9")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "power_of_d_servers.png", dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for lam in (0.9, 0.99):
+        rr = [r for r in errors if r["lambda"] == lam]
+        eps = [r["eps"] for r in rr]
+        ax.semilogy(eps, [r["independent_mf"] if math.isfinite(r["independent_mf"]) else np.nan for r in rr],
+                    "o-", label=f"independent, lambda={lam}")
+        ax.semilogy(eps, [r["dependent_g1_mf"] for r in rr], "s--", label=f"dependent g=1, lambda={lam}")
+    ax.set_xlabel("eps")
+    ax.set_ylabel("E[T] (mean field)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "power_of_d_errors.png", dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    eps = [r["eps"] for r in stab]
+    for d in (2, 3, 5):
+        ax.plot(eps, [r[f"mf_d{d}"] for r in stab], "-", label=f"mean field, d={d}")
+        ax.plot(eps, [r[f"n4_d{d}"] for r in stab], "x", label=f"n=4, d={d}")
+    ax.set_xlabel("eps (independent errors)")
+    ax.set_ylabel("largest stable lambda")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "power_of_d_stability.png", dpi=120)
+    plt.close(fig)
+
+
+@register_reproduction("power-of-d", "power-of-d at finite n: exact vs refined vs mean field vs bounds; "
+                                     "load-comparison errors; stability region")
+def reproduce_power_of_d(out_dir: Path | None) -> str:
+    servers = _servers_table()
+    loads = _load_table()
+    errors = _error_table()
+    stab = _stability_table()
+    text = [
+        "Power-of-2, lambda = 0.9: E[T] exact (finite n) vs refined mean field vs mean field, and rigorous bounds",
+        _fmt(servers, ["n", "exact", "exact_error", "states", "refined", "meanfield", "lower", "upper",
+                       "mf_rel_error", "refined_rel_error"]),
+        "",
+        "E[T] against the load: exact at n = 2, 4, 6 vs the mean field (ratio = exact / mean field; error =",
+        f"estimated truncation error; past {MAX_STATES} states the last truncation and its change are shown)",
+        _fmt(loads, ["lambda", "meanfield"] + [f"{k}_n{n}" for n in SWEEP_SERVERS
+                                               for k in ("exact", "error", "ratio")]),
+        "",
+        "Load-comparison errors, d = 2: E[T] of the mean field (independent: inf beyond 1/(eps d)) and exact n = 6",
+        _fmt(errors, ["lambda", "eps", "independent_mf", "dependent_g1_mf", "dependent_g2_mf",
+                      "independent_n6", "dependent_g1_n6"]),
+        "",
+        "Stability region, independent errors: largest lambda (mean field: 1/(eps d) for eps > 1/d)",
+        _fmt(stab, ["eps"] + [f"{k}_d{d}" for d in (2, 3, 5) for k in ("mf", "n4", "n12")]),
+    ]
+    if out_dir is not None:
+        data = {"servers": servers, "loads": loads, "errors": errors, "stability": stab}
+        (out_dir / "power_of_d.json").write_text(json.dumps(data, indent=1, default=str))
+        if have_matplotlib():
+            _figures(out_dir, servers, loads, errors, stab)
+            text.append(f"\nfigures written to {out_dir}")
+    return "\n".join(text)
