@@ -252,21 +252,46 @@ def symmetric_jsq(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TERMS)
     )
 
 
+#: walk kind -> solver(walk, measure, tol) -> Result; other modules add kinds with
+#: :func:`register_walk` (asymmetric JSQ, Erlang SED).
+WALK_SOLVERS: dict = {}
+
+
+def register_walk(kind: str):
+    """Register ``fn(walk, measure, tol) -> Result`` for ``quarter_plane()["kind"] == kind``."""
+
+    def deco(fn):
+        if kind in WALK_SOLVERS:
+            raise ValueError(f"compensation walk {kind!r} registered twice")
+        WALK_SOLVERS[kind] = fn
+        return fn
+
+    return deco
+
+
 @register_method(
     "compensation",
     requires="quarter_plane",
-    doc="compensation approach: the equilibrium law as a series of product forms (symmetric JSQ)",
+    doc="compensation approach: the equilibrium law as a series of product forms",
 )
 def solve_compensation(model, measure, *, tol=1e-9, **_ignored) -> Result:
     """Compensation method for a model offering ``quarter_plane()``.
 
-    ``quarter_plane()`` returns a mapping with ``kind="symmetric-jsq"``, ``rho`` (load
-    per server) and ``service_rate``; other kinds raise :class:`NotApplicableError`.
+    ``quarter_plane()`` returns a mapping whose ``kind`` selects the solver registered
+    with :func:`register_walk` (``"symmetric-jsq"`` here: ``rho`` and ``service_rate``).
     """
-    t0 = time.perf_counter()
     walk = model.quarter_plane()
-    if walk.get("kind") != "symmetric-jsq":
-        raise NotApplicableError(f"compensation is implemented for the symmetric JSQ walk; got {walk.get('kind')}")
+    fn = WALK_SOLVERS.get(walk.get("kind"))
+    if fn is None:
+        raise NotApplicableError(
+            f"compensation is implemented for the walks {sorted(WALK_SOLVERS)}; got {walk.get('kind')!r}"
+        )
+    return fn(walk, measure, tol)
+
+
+@register_walk("symmetric-jsq")
+def _solve_symmetric(walk, measure, tol) -> Result:
+    t0 = time.perf_counter()
     sol = symmetric_jsq(walk["rho"], tol=min(tol, 1e-15) if tol > 0 else 1e-15)
     values = sol.measures(walk["service_rate"])
     if measure not in values:
