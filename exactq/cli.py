@@ -6,7 +6,7 @@
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
                  [--truncation N] [--verify] [--strict] [--no-lump] [--json]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--json]
-    exactq reproduce NAME [--out DIR]
+    exactq reproduce NAME [--out DIR] [--full]
 
 Lists are comma separated (``service_rates=1,2``). Every user error ends with one
 line on stderr (``exactq: error: ...``) and exit status 2; warnings are printed as
@@ -69,6 +69,8 @@ def _build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reproduce", help="re-create a seed paper's tables and figures")
     r.add_argument("name", nargs="?", help="omit to list the reproductions")
     r.add_argument("--out", help="directory for JSON tables and figures")
+    r.add_argument("--full", action="store_true",
+                   help="paper-scale run (tighter tolerances, larger chains; minutes)")
     return p
 
 
@@ -197,7 +199,7 @@ def _cmd_reproduce(args) -> None:
         for k, v in reproduction_names().items():
             print(f"{k}: {v}")
         return
-    print(reproduce(args.name, args.out))
+    print(reproduce(args.name, args.out, full=args.full))
 
 
 def main(argv=None) -> int:

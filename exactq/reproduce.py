@@ -8,6 +8,7 @@ the figure(s) into it. Register with :func:`register_reproduction`.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Callable
 
@@ -35,15 +36,22 @@ def reproduction_names() -> dict[str, str]:
     return {k: v[1] for k, v in sorted(_REPRODUCTIONS.items())}
 
 
-def reproduce(name: str, out_dir: str | Path | None = None) -> str:
-    """Run reproduction ``name``; return its text tables (files go to ``out_dir``)."""
+def reproduce(name: str, out_dir: str | Path | None = None, full: bool = False) -> str:
+    """Run reproduction ``name``; return its text tables (files go to ``out_dir``).
+
+    ``full`` asks for the paper-scale run where a reproduction has one (longer, tighter
+    tolerances); reproductions without a ``full`` parameter ignore it.
+    """
     names = reproduction_names()
     if name not in names:
         raise ModelError(f"unknown reproduction {name!r}; valid: {', '.join(names) or '(none)'}")
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    return _REPRODUCTIONS[name][0](out)
+    fn = _REPRODUCTIONS[name][0]
+    if "full" in inspect.signature(fn).parameters:
+        return fn(out, full=full)
+    return fn(out)
 
 
 def have_matplotlib() -> bool:

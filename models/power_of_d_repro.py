@@ -64,32 +64,45 @@ def _exact(*, tol, max_states=MAX_STATES, **kw):
                                    budget_reached=True)
 
 
-def _servers_table(lam=0.9, d=2) -> list[dict]:
+#: (tolerance, state budget) of the exact solves per table: the default run takes about a
+#: minute and a half on a laptop core; ``--full`` is the paper-scale run (about 10 minutes).
+SCALE = {
+    False: {"servers": (1e-4, 2_000_000), "loads": (1e-5, 1_000_000), "errors": (1e-4, 300_000)},
+    True: {"servers": (1e-6, 6_000_000), "loads": (1e-6, MAX_STATES), "errors": (1e-5, 1_000_000)},
+}
+
+
+def _budget(ex) -> str:
+    return "budget" if getattr(ex, "budget_reached", False) else "tol"
+
+
+def _servers_table(lam=0.9, d=2, *, tol=1e-6, max_states=6_000_000) -> list[dict]:
     mf = _solve(servers="inf", d=d, arrival_rate=lam).value
     rows = []
     for n in SERVERS:
         kw = dict(servers=n, d=d, arrival_rate=lam)
-        ex = _exact(tol=1e-6, max_states=6_000_000, **kw)
+        ex = _exact(tol=tol, max_states=max_states, **kw)
         ref = _solve(method="refined", **kw)
         try:
             b = _solve(method="bounds", **kw)
             lo, up = b.lower, b.upper
         except ExactqError:
             lo, up = None, None
-        rows.append({"n": n, "exact": ex.value, "exact_error": ex.error_estimate, "states": ex.n_states,
+        rows.append({"n": n, "exact": ex.value, "exact_error": ex.error_estimate, "stop": _budget(ex),
+                     "states": ex.n_states,
                      "refined": ref.value, "meanfield": mf, "lower": lo, "upper": up,
                      "mf_rel_error": (mf - ex.value) / ex.value, "refined_rel_error": (ref.value - ex.value) / ex.value,
                      "seconds": ex.seconds})
     return rows
 
 
-def _load_table(d=2) -> list[dict]:
+def _load_table(d=2, *, tol=1e-6, max_states=MAX_STATES) -> list[dict]:
     rows = []
     for lam in LOADS:
         mf = _solve(servers="inf", d=d, arrival_rate=lam).value
         row = {"lambda": lam, "meanfield": mf}
         for n in SWEEP_SERVERS:
-            ex = _exact(servers=n, d=d, arrival_rate=lam, tol=1e-6, max_states=MAX_STATES)
+            ex = _exact(servers=n, d=d, arrival_rate=lam, tol=tol, max_states=max_states)
             row[f"exact_n{n}"] = ex.value
             row[f"error_n{n}"] = ex.error_estimate
             row[f"ratio_n{n}"] = ex.value / mf
@@ -97,7 +110,7 @@ def _load_table(d=2) -> list[dict]:
     return rows
 
 
-def _error_table(d=2) -> list[dict]:
+def _error_table(d=2, *, tol=1e-5, max_states=1_000_000) -> list[dict]:
     rows = []
     for lam in (0.9, 0.99):
         lim = 1.0 / (d * lam)
@@ -117,14 +130,16 @@ def _error_table(d=2) -> list[dict]:
                 row[f"dependent_g{g}_mf"] = _solve(**kw).value
             if lam == 0.9:
                 for name, err in (("independent_n6", "independent"), ("dependent_g1_n6", "dependent")):
-                    kw = dict(servers=6, d=d, arrival_rate=lam, tol=1e-5, error=err if eps else "none")
+                    kw = dict(servers=6, d=d, arrival_rate=lam, error=err if eps else "none")
                     if eps:
                         kw["eps"] = eps
                         if err == "dependent":
                             kw["g"] = 1
                     try:
-                        row[name] = _solve(**kw).value
-                    except ExactqError:
+                        ex = _exact(tol=tol, max_states=max_states, **kw)
+                        row[name] = ex.value
+                        row[name + "_error"] = ex.error_estimate
+                    except ExactqError:  # unstable at n = 6
                         row[name] = math.inf
             rows.append(row)
     return rows
@@ -140,7 +155,7 @@ def _stability_table() -> list[dict]:
                 kw["eps"] = float(eps)
             row[f"mf_d{d}"] = _solve(servers="inf", measure="stability_limit", **kw).value
             for n in (4, 12):
-                row[f"n{n}_d{d}"] = _solve(servers=n, measure="stability_limit", **kw).value
+                row[f"n{n}_d{d}"] = _solve(servers=n, measure="stability_limit", **kw).value if d <= n else None
         rows.append(row)
     return rows
 
@@ -212,24 +227,29 @@ def _figures(out: Path, servers, loads, errors, stab) -> None:
 
 @register_reproduction("power-of-d", "power-of-d at finite n: exact vs refined vs mean field vs bounds; "
                                      "load-comparison errors; stability region")
-def reproduce_power_of_d(out_dir: Path | None) -> str:
-    servers = _servers_table()
-    loads = _load_table()
-    errors = _error_table()
+def reproduce_power_of_d(out_dir: Path | None, full: bool = False) -> str:
+    scale = SCALE[bool(full)]
+    servers = _servers_table(tol=scale["servers"][0], max_states=scale["servers"][1])
+    loads = _load_table(tol=scale["loads"][0], max_states=scale["loads"][1])
+    errors = _error_table(tol=scale["errors"][0], max_states=scale["errors"][1])
     stab = _stability_table()
     text = [
-        "Power-of-2, lambda = 0.9: E[T] exact (finite n) vs refined mean field vs mean field, and rigorous bounds",
-        _fmt(servers, ["n", "exact", "exact_error", "states", "refined", "meanfield", "lower", "upper",
+        f"Power-of-2, lambda = 0.9: E[T] exact (finite n; relative tolerance {scale['servers'][0]:g}, state budget "
+        f"{scale['servers'][1]:,}; stop = tol or budget) vs refined mean field vs mean field, and rigorous bounds"
+        + ("" if full else "\n(default scale; `exactq reproduce power-of-d --full` solves to 1e-6 with 6M states)"),
+        _fmt(servers, ["n", "exact", "exact_error", "stop", "states", "refined", "meanfield", "lower", "upper",
                        "mf_rel_error", "refined_rel_error"]),
         "",
         "E[T] against the load: exact at n = 2, 4, 6 vs the mean field (ratio = exact / mean field; error =",
-        f"estimated truncation error; past {MAX_STATES} states the last truncation and its change are shown)",
+        f"estimated truncation error; past {scale['loads'][1]:,} states the last truncation and its change are shown)",
         _fmt(loads, ["lambda", "meanfield"] + [f"{k}_n{n}" for n in SWEEP_SERVERS
                                                for k in ("exact", "error", "ratio")]),
         "",
         "Load-comparison errors, d = 2: E[T] of the mean field (independent: inf beyond 1/(eps d)) and exact n = 6",
+        f"(n = 6 within {scale['errors'][1]:,} states: near the stability limit the long-queue tail is heavy and "
+        "the error grows)",
         _fmt(errors, ["lambda", "eps", "independent_mf", "dependent_g1_mf", "dependent_g2_mf",
-                      "independent_n6", "dependent_g1_n6"]),
+                      "independent_n6", "independent_n6_error", "dependent_g1_n6", "dependent_g1_n6_error"]),
         "",
         "Stability region, independent errors: largest lambda (mean field: 1/(eps d) for eps > 1/d)",
         _fmt(stab, ["eps"] + [f"{k}_d{d}" for d in (2, 3, 5) for k in ("mf", "n4", "n12")]),
