@@ -119,13 +119,22 @@ def solve(
         method = "ctmc"  # a truncation level asks for the truncated chain
     method_name, extra = resolve_method(m, method)
     spec = check_method_for(m, method_name)
+
+    def verifiable(sp):
+        return sp.requires == "ctmc" or "verify" in sp.options
+
+    if verify and not verifiable(spec) and method in ("auto", None, "") and "ctmc" in type(m).methods:
+        method_name, spec = "ctmc", check_method_for(m, "ctmc")  # verify re-solves the truncated chain
     if not (isinstance(tol, (int, float)) and 0 < tol < 1):
         raise ModelError(f"tol must be in (0, 1); got {tol!r}")
     if truncation is not None and (int(truncation) != truncation or truncation < 1):
         raise ModelError(f"truncation must be an integer >= 1; got {truncation!r}")
-    if truncation is not None and spec.requires != "ctmc":
-        raise ModelError(f"truncation applies to the ctmc method; method {method_name!r} was chosen "
+    if truncation is not None and spec.requires != "ctmc" and "truncation" not in spec.options:
+        raise ModelError(f"truncation applies to the ctmc and qbd methods; method {method_name!r} was chosen "
                          "(pass --method ctmc)")
+    if verify and not verifiable(spec):
+        raise ModelError(f"verify does not apply to method {method_name!r} (it re-solves the ctmc method's chain "
+                         "at 50 digits; pass --method ctmc)")
     t0 = time.perf_counter()
     if not lump:
         extra["lump"] = False

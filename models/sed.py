@@ -26,7 +26,7 @@ import numpy as np
 
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
-from exactq.errors import ModelError, UnstableError
+from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.params import Param
 from exactq.statespace import StateSpace
 
@@ -73,7 +73,7 @@ class SED(Model):
         "p_wait": "probability that an arrival has to wait",
         "prob_empty": "probability that the system is empty",
     }
-    methods = ("ctmc",)
+    methods = ("ctmc", "qbd", "compensation")
     default_measure = "mean_waiting_time"
 
     arrival_rate: float
@@ -89,6 +89,102 @@ class SED(Model):
             raise UnstableError(
                 f"arrival_rate must be < total service rate {total:g} for stability; got {self.arrival_rate:g}"
             )
+
+    # -- quarter-plane random walk (compensation approach) ----------------------------
+    def quarter_plane(self) -> dict:
+        """The walk in (min phases, difference) for two identical Erlang servers."""
+        rates = self.service_rates
+        if len(rates) != 2 or rates[0] != rates[1]:
+            raise NotApplicableError(
+                "compensation needs exactly two identical servers; got "
+                f"service_rates={list(rates)}; use --method ctmc")
+        # ties: for identical servers "fastest" breaks ties uniformly, i.e. as "random"
+        mu = float(rates[0])
+        return {"kind": "erlang-sed", "rho": self.arrival_rate / (2 * mu), "phases": int(self.phases),
+                "service_rate": mu}
+
+    def auto_method(self) -> str:
+        """The QBD (exact in the shorter queue) for two identical servers with few phases, else the CTMC."""
+        r = self.service_rates
+        small = self.qbd_blocks_size(int(1.5 * 1.5 * self.qbd_start(1e-9)) + 1) <= 2000
+        return "qbd" if len(r) == 2 and r[0] == r[1] and small else "ctmc"
+
+    # -- QBD in (min phases, difference): exact in the min, truncated in the difference --
+    def _identical_pair(self, method: str) -> float:
+        rates = self.service_rates
+        if len(rates) != 2 or rates[0] != rates[1]:
+            raise NotApplicableError(
+                f"the {method} method needs exactly two identical servers; got service_rates={list(rates)}; "
+                "use --method ctmc")
+        return float(rates[0])
+
+    def qbd_start(self, tol: float) -> int:
+        return max(2 * self.phases, 16)
+
+    def qbd_blocks_size(self, width: int) -> int:
+        return self.phases * (int(width) + 1)
+
+    def qbd_blocks(self, width: int) -> dict:
+        """Level = floor(m / r) with m = min(p1, p2); phase = (m mod r, n), n = |p1 - p2| <= width.
+
+        For two identical servers the phases (p1, p2) only matter up to order. From
+        (m, n) an arrival (rate lambda) joins the queue with fewer phases:
+        (min(m + r, m + n), |n - r|); the shorter queue (m > 0) completes a phase at
+        rate r mu, to (m - 1, n + 1) (both queues when n = 0: rate 2 r mu, to (m - 1, 1));
+        the longer one (n > 0) at rate r mu, to (m, n - 1). Every jump raises m by at
+        most r and lowers it by at most 1, so grouping r values of m per level gives a
+        level-independent QBD (levels >= 1 see the same jumps). The difference n is truncated at ``width``:
+        a phase completion at the shorter queue from n = width stays at n = width.
+        """
+        mu = self._identical_pair("qbd")
+        r, lam, N = self.phases, self.arrival_rate, int(width)
+        if N < r:
+            raise ModelError(f"phase truncation must be >= phases ({r}); got {N}")
+        w = N + 1
+        m, n = np.divmod(np.arange(2 * r * w), w)  # levels 0 and 1 as sources
+        src, dst, rate = [], [], []
+
+        def add(mask, m2, n2, q):
+            src.append((m * w + n)[mask])
+            dst.append((m2 * w + n2)[mask])
+            rate.append(np.broadcast_to(q, m.shape)[mask])
+
+        add(np.ones_like(m, bool), np.minimum(m + r, m + n), np.abs(n - r), lam)
+        add((m > 0) & (n == 0), m - 1, np.ones_like(n), 2 * r * mu)
+        add((m > 0) & (n > 0), m - 1, np.minimum(n + 1, N), r * mu)
+        add(n > 0, m, n - 1, r * mu)
+        src, dst, rate = map(np.concatenate, (src, dst, rate))
+        size = 3 * r * w
+        Q = np.zeros((2 * r * w, size))
+        np.add.at(Q, (src, dst), rate)
+        Q[np.arange(2 * r * w), np.arange(2 * r * w)] -= Q.sum(axis=1)
+        L0, L1, L2 = slice(0, r * w), slice(r * w, 2 * r * w), slice(2 * r * w, 3 * r * w)
+        j, nn = np.divmod(np.arange(r * w), w)
+        jobs0 = (j > 0) + -(-(j + nn) // r)  # ceil(m / r) + ceil((m + n) / r) at level 0
+        return {
+            "B1": Q[L0, L0], "B0": Q[L0, L1], "B2": Q[L1, L0],
+            "A1": Q[L1, L1], "A0": Q[L1, L2], "A2": Q[L1, L0],
+            "rewards": {
+                "jobs": (jobs0, jobs0, 2.0),
+                "short": (j, j, float(r)),
+                "busy_short": (j > 0, 1.0, 0.0),
+                "empty": ((j == 0) & (nn == 0), 0.0, 0.0),
+            },
+            "edge": nn == N,
+        }
+
+    def qbd_measure(self, measure: str, e: dict):
+        mu, r = float(self.service_rates[0]), self.phases
+        wait = e["short"] / (r * mu)  # PASTA: an arrival joins the shorter queue
+        values = {
+            "mean_number": e["jobs"],
+            "mean_waiting_time": wait,
+            "mean_response_time": wait + 1 / mu,
+            "mean_queue_lengths": [e["jobs"] / 2, e["jobs"] / 2],
+            "p_wait": e["busy_short"],
+            "prob_empty": e["empty"],
+        }
+        return values[measure]
 
     def truncation_start(self, tol: float) -> int:
         rho = self.arrival_rate / sum(self.service_rates)
