@@ -2,7 +2,8 @@
 
 * compensation vs the automatically truncated CTMC for the symmetric JSQ E[L] at
   rho = 0.95, both at tol = 1e-12 (medians over repeats, ratio in the same run);
-* SED with Erlang-3 servers at rho = 0.9: exact E[L] to 1e-8, wall time;
+* SED with Erlang-3 servers at rho = 0.9: exact E[L] to 1e-8, wall time, truncated CTMC
+  and the matrix-geometric (qbd) method;
 * bounds with T = 6 at rho = 0.9: relative width.
 
 Usage: python bench/shortest_queue.py [--repeat N] [--out FILE]
@@ -37,8 +38,9 @@ def main(argv=None):
     kw = dict(arrival_rate=1.9, service_rates="1,1")
     t_comp, comp = timed(lambda: exactq.solve("jsq", method="compensation", tol=1e-12, **kw), 50 * args.repeat)
     t_ctmc, ctmc = timed(lambda: exactq.solve("jsq", method="ctmc", tol=1e-12, **kw), args.repeat)
-    t_sed, sed = timed(lambda: exactq.solve("sed", "mean_number", arrival_rate=1.8, service_rates="1,1",
-                                            phases=3, tol=1e-9), max(1, args.repeat // 2))
+    sed_kw = dict(arrival_rate=1.8, service_rates="1,1", phases=3, tol=1e-9)
+    t_sed, sed = timed(lambda: exactq.solve("sed", "mean_number", method="ctmc", **sed_kw), max(1, args.repeat // 2))
+    t_sq, sq = timed(lambda: exactq.solve("sed", "mean_number", method="qbd", **sed_kw), args.repeat)
     t_b, b = timed(lambda: exactq.solve("jsq", "mean_waiting_time", method="bounds", threshold=6,
                                         arrival_rate=1.8, service_rates="1,1"), 20 * args.repeat)
     exact_w = exactq.solve("jsq", "mean_waiting_time", method="compensation", arrival_rate=1.8,
@@ -52,8 +54,15 @@ def main(argv=None):
             "speedup_compensation_over_ctmc": t_ctmc / t_comp,
             "abs_difference": abs(comp.value - ctmc.value),
         },
-        "sed_erlang3_rho09_EL": {"seconds_median": t_sed, "value": sed.value, "error_estimate": sed.error_estimate,
-                                 "n_states": sed.n_states, "target_seconds": 10},
+        "sed_erlang3_rho09_EL": {
+            "ctmc": {"seconds_median": t_sed, "value": sed.value, "error_estimate": sed.error_estimate,
+                     "n_states": sed.n_states},
+            "qbd": {"seconds_median": t_sq, "value": sq.value, "error_estimate": sq.error_estimate,
+                    "phases_per_level": sq.info["phases_per_level"]},
+            "speedup_qbd_over_ctmc": t_sed / t_sq,
+            "abs_difference": abs(sq.value - sed.value),
+            "target_seconds": 10,
+        },
         "bounds_T6_rho09_EW": {"seconds_median": t_b, "lower": b.lower, "upper": b.upper, "exact": exact_w,
                                "relative_width": (b.upper - b.lower) / exact_w, "target_relative_width": 0.01,
                                "brackets": b.lower <= exact_w <= b.upper},
@@ -65,7 +74,8 @@ def main(argv=None):
     j = res["jsq_rho095_EL"]
     print(f"compensation {t_comp * 1e3:.3f} ms vs ctmc {t_ctmc:.3f} s: {j['speedup_compensation_over_ctmc']:.0f}x; "
           f"|diff| {j['abs_difference']:.1e}", file=sys.stderr)
-    print(f"SED r=3 rho=0.9: {t_sed:.2f} s, E[L]={sed.value:.10f} ({sed.n_states} states)", file=sys.stderr)
+    print(f"SED r=3 rho=0.9: ctmc {t_sed:.2f} s ({sed.n_states} states), qbd {t_sq:.3f} s, "
+          f"E[L]={sq.value:.10f}, |diff| {abs(sq.value - sed.value):.1e}", file=sys.stderr)
     print(f"bounds T=6 rho=0.9: width {res['bounds_T6_rho09_EW']['relative_width']:.2%}", file=sys.stderr)
 
 
