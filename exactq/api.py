@@ -64,6 +64,10 @@ def resolve_measure(m: Model, measure: str | None) -> str:
     return measure
 
 
+#: options every method takes as keywords of :func:`solve` itself
+COMMON_OPTIONS = ("tol", "truncation", "verify", "strict")
+
+
 def solve(
     model: Model | str,
     measure: str | None = None,
@@ -74,6 +78,7 @@ def solve(
     verify: bool = False,
     strict: bool = False,
     lump: bool = True,
+    options: dict | None = None,
     **params: Any,
 ) -> Result:
     """Compute a performance measure of a model.
@@ -102,6 +107,9 @@ def solve(
     lump : bool
         Let the CTMC method solve an exactly lumped chain when the model offers one
         (identical servers: sorted queue lengths); ``False`` solves the full chain.
+    options : dict, optional
+        Options of the chosen method beyond the common ones (``exactq models`` lists
+        them per method), e.g. ``{"solver": "SCS", "polish": False}`` for ``convex``.
 
     Returns
     -------
@@ -135,6 +143,13 @@ def solve(
     if verify and not verifiable(spec):
         raise ModelError(f"verify does not apply to method {method_name!r} (it re-solves the ctmc method's chain "
                          "at 50 digits; pass --method ctmc)")
+    if options:
+        valid = [o for o in spec.options if o not in COMMON_OPTIONS]
+        for key in options:
+            if key not in valid:
+                raise ModelError(f"option {key!r} does not apply to method {method_name!r}; "
+                                 f"valid: {', '.join(valid) or '(none)'}")
+        extra.update(options)
     t0 = time.perf_counter()
     if not lump:
         extra["lump"] = False

@@ -126,6 +126,32 @@ def register_method(name: str, *, requires: str, doc: str, options: tuple[str, .
     return deco
 
 
+#: module name -> "ExceptionType: message" for plug-in modules that failed to import
+LOAD_ERRORS: dict[str, str] = {}
+
+
+def import_all(package: str, path) -> None:
+    """Import every module of a plug-in package (``exactq.models``, ``exactq.solvers``).
+
+    A module that fails to import is recorded in :data:`LOAD_ERRORS` and reported by a
+    warning, so that one broken model does not take the whole catalogue down with it;
+    ``exactq models`` lists what could not be loaded, and the test suite asserts that
+    nothing is missing.
+    """
+    import importlib
+    import pkgutil
+    import warnings
+
+    for name in sorted(m.name for m in pkgutil.iter_modules(path)):
+        full = f"{package}.{name}"
+        try:
+            importlib.import_module(full)
+        except Exception as exc:  # noqa: BLE001 -- any import failure of a plug-in
+            LOAD_ERRORS[full] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"exactq: module {full} could not be loaded ({LOAD_ERRORS[full]})", RuntimeWarning,
+                          stacklevel=2)
+
+
 def _load() -> None:
     # Importing the packages registers their contents (methods first).
     import exactq.solvers  # noqa: F401
@@ -160,6 +186,18 @@ def method_names() -> list[str]:
     return sorted(_METHODS)
 
 
+def _method_options(cls: type) -> dict:
+    """Options beyond tol/truncation/verify/strict of each method the class offers."""
+    common = ("tol", "truncation", "verify", "strict")
+    out = {}
+    for name in cls.methods:
+        opts = [o for spec in _METHODS.get(name, ()) if callable(getattr(cls, spec.requires, None))
+                for o in spec.options if o not in common]
+        if opts:
+            out[name] = list(dict.fromkeys(opts))
+    return out
+
+
 def describe_models() -> list[dict]:
     """Everything ``exactq models`` prints: parameters, measures, methods per model."""
     _load()
@@ -175,6 +213,7 @@ def describe_models() -> list[dict]:
                 "measures": dict(cls.measures),
                 "default_measure": cls.default_measure,
                 "methods": list(cls.methods),
+                "method_options": _method_options(cls),
             }
         )
     return out

@@ -56,6 +56,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--verify", action="store_true", help="re-solve at 50 digits with mpmath")
     s.add_argument("--strict", action="store_true", help="turn accuracy warnings into errors")
     s.add_argument("--no-lump", action="store_true", help="solve the full chain, not the symmetry-lumped one")
+    s.add_argument("--option", action="append", default=[], metavar="key=value",
+                   help="a method option (repeatable), e.g. --option solver=SCS for the convex method")
     s.add_argument("--json", action="store_true")
 
     c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC")
@@ -150,9 +152,13 @@ def _cmd_models(args) -> None:
             from .catalogue import get_model
 
             get_model(args.name)  # raises the one-line error
+    from .catalogue import LOAD_ERRORS
+
     if args.json:
         print(json.dumps(models, indent=1))
         return
+    for mod, err in LOAD_ERRORS.items():
+        print(f"unavailable: {mod} could not be loaded ({err})")
     for m in models:
         print(f"{m['name']}: {m['summary']}")
         if m["reference"]:
@@ -167,6 +173,9 @@ def _cmd_models(args) -> None:
             star = " (default)" if k == m["default_measure"] else ""
             print(f"    {k}{star}: {v}")
         print(f"  methods: {', '.join(m['methods'])}")
+        if m.get("method_options"):
+            opts = "; ".join(f"{k}: {', '.join(v)}" for k, v in m["method_options"].items())
+            print(f"  method options (--option key=value): {opts}")
         print()
 
 
@@ -177,8 +186,22 @@ def _cmd_solve(args) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = solve(model, args.measure, method=args.method, tol=args.tol, truncation=args.truncation,
-                       verify=args.verify, strict=args.strict, lump=not args.no_lump)
+                       verify=args.verify, strict=args.strict, lump=not args.no_lump,
+                       options={k: _option_value(v) for k, v in _parse_kv(args.option).items()})
     _emit(args, model, result, caught)
+
+
+def _option_value(text: str):
+    """``true``/``false`` -> bool, numbers -> int/float, anything else stays a string."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _cmd_check(args) -> None:

@@ -6,10 +6,7 @@ Methods are registered first (``exactq.catalogue`` imports ``exactq.solvers`` be
 this package).
 """
 
-import importlib as _importlib
-import pkgutil as _pkgutil
-
 import exactq.solvers  # noqa: F401  (methods before models)
+from exactq.catalogue import import_all as _import_all
 
-for _m in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
-    _importlib.import_module(f"{__name__}.{_m}")
+_import_all(__name__, __path__)

@@ -4,8 +4,6 @@ Importing the package imports every module in it, which registers their methods 
 the catalogue: adding a method is adding one module here.
 """
 
-import importlib as _importlib
-import pkgutil as _pkgutil
+from exactq.catalogue import import_all as _import_all
 
-for _m in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
-    _importlib.import_module(f"{__name__}.{_m}")
+_import_all(__name__, __path__)
