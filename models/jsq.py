@@ -101,24 +101,44 @@ class JSQ(Model):
                     f"got {self.arrival_rate:g}"
                 )
 
-    def auto_method(self) -> str:
-        """Compensation for the symmetric two-server queue (exact series), else the CTMC."""
-        return "compensation" if self._is_symmetric_pair() else "ctmc"
+    #: largest service-rate ratio for which ``auto`` uses the compensation series for two
+    #: unequal servers (tested over loads 0.01..0.999 and all tie rules; beyond it the
+    #: series needs very large near-origin regions or does not converge)
+    AUTO_COMPENSATION_MAX_RATIO = 100.0
 
-    def _is_symmetric_pair(self) -> bool:
-        r = self.service_rates
-        return self.is_infinite and len(r) == 2 and r[0] == r[1]
+    def auto_method(self) -> str:
+        """Compensation for two servers without capacity (exact series), else the CTMC."""
+        if self._two_server_walk():
+            r = self.service_rates
+            if max(r) / min(r) <= self.AUTO_COMPENSATION_MAX_RATIO:
+                return "compensation"
+        return "ctmc"
+
+    def _two_server_walk(self) -> bool:
+        return self.is_infinite and len(self.service_rates) == 2 and self.threshold is None
 
     # -- quarter-plane random walk (compensation approach) ----------------------------
     def quarter_plane(self) -> dict:
-        """The walk in (shorter queue, difference) for two identical servers."""
-        if not self._is_symmetric_pair():
+        """The two-server walk for the compensation approach.
+
+        Equal rates: ``{"kind": "symmetric-jsq", "rho", "service_rate"}`` (ties are then
+        broken 1/2-1/2 under both tie rules). Unequal rates: ``{"kind": "asymmetric-jsq",
+        "arrival_rate", "service_rates", "tie_prob_1"}`` with ``tie_prob_1`` the probability
+        that an arrival finding equal queues joins queue 1 (1/2 for ``ties=random``; 1 or 0
+        for ``ties=fastest``).
+        """
+        if not self._two_server_walk():
             raise NotApplicableError(
-                "compensation needs two identical servers and infinite capacity; got "
-                f"service_rates={list(self.service_rates)}, capacity={self.capacity}; use --method ctmc"
+                "compensation needs exactly two servers, infinite capacity and no threshold; got "
+                f"service_rates={list(self.service_rates)}, capacity={self.capacity}, threshold={self.threshold}; "
+                "use --method ctmc"
             )
-        mu = self.service_rates[0]
-        return {"kind": "symmetric-jsq", "rho": self.arrival_rate / (2 * mu), "service_rate": mu}
+        mu1, mu2 = (float(x) for x in self.service_rates)
+        if mu1 == mu2:
+            return {"kind": "symmetric-jsq", "rho": self.arrival_rate / (2 * mu1), "service_rate": mu1}
+        q = 0.5 if self.ties == "random" else (1.0 if mu1 > mu2 else 0.0)
+        return {"kind": "asymmetric-jsq", "arrival_rate": float(self.arrival_rate), "service_rates": (mu1, mu2),
+                "tie_prob_1": q}
 
     def jsq_bounds(self) -> dict:
         """Data of the threshold-jockeying / threshold-blocking bounds (van Houtum et al. 1998)."""

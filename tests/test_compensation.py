@@ -70,13 +70,20 @@ def test_little_and_queue_lengths():
     assert T == pytest.approx(W + 1.0, rel=1e-13)
 
 
-def test_auto_picks_compensation_for_identical_pair_only():
+def test_auto_picks_compensation_for_two_server_pairs_only():
     assert exactq.solve("jsq", arrival_rate=1.0, service_rates="1,1").method == "compensation"
-    assert exactq.solve("jsq", arrival_rate=1.0, service_rates="1,2").method.startswith("ctmc")
+    # unequal pairs use the asymmetric series (solvers/compensation_asym.py) up to a rate ratio of 100
+    assert exactq.solve("jsq", arrival_rate=1.0, service_rates="1,2").method == "compensation"
+    assert exactq.solve("jsq", arrival_rate=1.0, service_rates="1,1000").method.startswith("ctmc")
+    assert exactq.solve("jsq", arrival_rate=1.0, service_rates="1,1,1").method.startswith("ctmc")
+    assert exactq.solve("jsq", arrival_rate=1.0, service_rates="1,2", capacity=5).method.startswith("ctmc")
 
 
 def test_not_applicable_is_one_clear_error():
-    with pytest.raises(NotApplicableError, match="two identical servers"):
-        exactq.solve("jsq", method="compensation", arrival_rate=1.0, service_rates="1,2")
+    for kw in (dict(service_rates="1,1,1"), dict(service_rates="1,2", capacity=5),
+               dict(service_rates="1,1", capacity=5), dict(service_rates="1,1", threshold=3)):
+        with pytest.raises(NotApplicableError, match="exactly two servers, infinite capacity") as e:
+            exactq.solve("jsq", method="compensation", arrival_rate=1.0, **kw)
+        assert "\n" not in str(e.value)
     with pytest.raises(ModelError):
         symmetric_jsq(1.0)
