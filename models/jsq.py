@@ -82,6 +82,8 @@ class JSQ(Model):
         "p_wait": "probability that an accepted arrival has to wait",
         "prob_empty": "probability that every queue is empty",
         "blocking_probability": "probability that an arrival is lost (finite capacity)",
+        "queue_length_distributions": "P(Q_i = k), k = 0..capacity, for each queue i (finite capacity; list "
+                                      "of lists)",
     }
     methods = ("ctmc", "compensation", "bounds", "asymptotic")
     default_measure = "mean_number"
@@ -265,7 +267,17 @@ class JSQ(Model):
             if self.is_infinite:
                 raise ModelError("blocking_probability needs a finite capacity; got capacity=inf")
             return p_lost
+        if measure == "queue_length_distributions":
+            K = self._finite_capacity_for(measure)
+            # exchangeable servers: a given queue is any sorted position with probability 1/n
+            marg = sum(np.bincount(s[:, i], weights=pi, minlength=K + 1) for i in range(self.n_servers))
+            return [(marg / self.n_servers).tolist()] * self.n_servers
         raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover
+
+    def _finite_capacity_for(self, measure: str) -> int:
+        if self.is_infinite:
+            raise ModelError(f"{measure} needs a finite capacity; got capacity=inf")
+        return int(self.capacity)
 
     def ctmc_measure(self, measure, chain, pi):
         s = chain.states
@@ -290,4 +302,7 @@ class JSQ(Model):
             if self.is_infinite:
                 raise ModelError("blocking_probability needs a finite capacity; got capacity=inf")
             return p_lost
+        if measure == "queue_length_distributions":
+            K = self._finite_capacity_for(measure)
+            return [np.bincount(s[:, i], weights=pi, minlength=K + 1).tolist() for i in range(self.n_servers)]
         raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover

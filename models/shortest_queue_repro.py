@@ -3,7 +3,9 @@
 * JSQ mean waiting time versus load: compensation series (Adan, Wessels & Zijm 1990),
   truncated CTMC, and the cost-structure bounds of van Houtum et al. (1998) side by side;
   the jockeying identity (threshold 1 = M/M/2) as a check.
-* SED routing to Erlang servers (Adan & Wessels 1996): E[W] for r = 1, 2, 3.
+* The asymmetric JSQ (Adan, Wessels & Zijm 1991): compensation against the CTMC.
+* SED routing to Erlang servers (Adan & Wessels 1996): E[W] for r = 1, 2, 3 by the
+  matrix-geometric method and the truncated CTMC.
 * Finite capacity (Yao & Knessl): blocking probability versus K and rho, exact against
   the large-K approximations, and the marginal law of one queue across rho = 4.
 """
@@ -46,13 +48,31 @@ def _jsq_table(threshold: int = 6) -> list[dict]:
     return rows
 
 
+def _asymmetric_table(rates=(1.0, 2.0)) -> list[dict]:
+    """Asymmetric JSQ (Adan, Wessels & Zijm 1991): compensation vs CTMC, ties random and fastest."""
+    rows = []
+    for rho in (0.5, 0.8, 0.9, 0.95):
+        kw = dict(arrival_rate=rho * sum(rates), service_rates=",".join(map(str, rates)))
+        row = {"rho": rho}
+        for ties in ("random", "fastest"):
+            comp = exactq.solve("jsq", "mean_waiting_time", method="compensation", ties=ties, **kw)
+            ctmc = exactq.solve("jsq", "mean_waiting_time", method="ctmc", ties=ties, **kw)
+            row[f"EW_{ties}_comp"] = comp.value
+            row[f"EW_{ties}_ctmc"] = ctmc.value
+            row[f"terms_{ties}"] = comp.info.get("terms")
+        rows.append(row)
+    return rows
+
+
 def _sed_table() -> list[dict]:
+    """E[W] by the matrix-geometric method (exact in the shorter queue) and the box-truncated CTMC."""
     rows = []
     for rho in SED_LOADS:
         row = {"rho": rho}
         for r in (1, 2, 3):
-            row[f"EW_r{r}"] = exactq.solve("sed", "mean_waiting_time", arrival_rate=2 * rho,
-                                           service_rates="1,1", phases=r).value
+            kw = dict(arrival_rate=2 * rho, service_rates="1,1", phases=r)
+            row[f"EW_r{r}"] = exactq.solve("sed", "mean_waiting_time", method="qbd", **kw).value
+            row[f"ctmc_r{r}"] = exactq.solve("sed", "mean_waiting_time", method="ctmc", **kw).value
         rows.append(row)
     return rows
 
@@ -70,16 +90,25 @@ def _finite_table() -> list[dict]:
 
 
 def _marginals(K: int = 20, loads=(3.0, 4.0, 5.0)) -> dict:
-    """P(Q2 = n) of the finite system for loads around rho = 4 (exact chain)."""
-    from exactq.solvers.ctmc_method import solve_chain
-
+    """P(Q2 = n) of the finite system for loads around rho = 4: exact chain and the corner limit."""
     out = {}
     for rho in loads:
-        m = exactq.model("jsq", arrival_rate=rho, service_rates="1,1", capacity=K)
-        chain = m.ctmc()
-        pi = solve_chain(chain).pi
-        out[str(rho)] = np.bincount(chain.states[:, 1], weights=pi, minlength=K + 1).tolist()
+        kw = dict(arrival_rate=rho, service_rates="1,1", capacity=K)
+        out[str(rho)] = {
+            "exact": exactq.solve("jsq", "queue_length_distributions", method="ctmc", **kw).value[1],
+            "asymptotic": exactq.solve("jsq", "queue_length_distributions", method="asymptotic", **kw).value[1],
+        }
     return out
+
+
+def _marginal_rows(marg: dict, K: int = 20, i: int = 8) -> list[dict]:
+    rows = []
+    for rho, d in marg.items():
+        ex, ap = np.array(d["exact"]), np.array(d["asymptotic"])
+        r = float(rho)
+        rows.append({"rho": r, "decay_exact": ex[K - i - 1] / ex[K - i], "decay_asymptotic": ap[K - i - 1] / ap[K - i],
+                     "max(4/rho^2,1/rho)": max(4 / r**2, 1 / r), "max_abs_error": float(np.abs(ex - ap).max())})
+    return rows
 
 
 def _fmt(rows: list[dict], cols: list[str]) -> str:
@@ -109,6 +138,7 @@ def _bounds_vs_threshold(rho: float = 0.9, thresholds=range(1, 11)) -> list[dict
 @register_reproduction("shortest-queue", "JSQ by compensation/CTMC/bounds, SED for Erlang servers, finite capacity")
 def reproduce_shortest_queue(out_dir: Path | None) -> str:
     jsq = _jsq_table()
+    asym = _asymmetric_table()
     sed = _sed_table()
     fc = _finite_table()
     marg = _marginals()
@@ -117,17 +147,28 @@ def reproduce_shortest_queue(out_dir: Path | None) -> str:
         "Symmetric JSQ, two unit-rate servers, arrivals 2 rho: mean waiting time E[W] (excluding service)",
         _fmt(jsq, cols),
         "",
-        "SED routing, two identical Erlang-r servers of mean 1, arrivals 2 rho: E[W]",
-        _fmt(sed, ["rho", "EW_r1", "EW_r2", "EW_r3"]),
+        "Asymmetric JSQ, rates 1 and 2, arrivals 3 rho: E[W], compensation (binary tree of product forms) "
+        "vs CTMC",
+        _fmt(asym, ["rho", "EW_random_comp", "EW_random_ctmc", "EW_fastest_comp", "EW_fastest_ctmc",
+                    "terms_random"]),
+        "",
+        "SED routing, two identical Erlang-r servers of mean 1, arrivals 2 rho: E[W], matrix-geometric (qbd) and "
+        "truncated CTMC",
+        _fmt(sed, ["rho", "EW_r1", "ctmc_r1", "EW_r2", "ctmc_r2", "EW_r3", "ctmc_r3"]),
         "",
         "Finite capacity K per queue, rho = lambda/mu: blocking probability, exact chain vs large-K approximation",
         _fmt(fc, ["rho", "K", "block_exact", "block_asymptotic", "relative_error"]),
+        "",
+        "Finite capacity K = 20: decay P(Q = K-9)/P(Q = K-8) of one queue's marginal across rho = 4, exact chain "
+        "vs the full-corner limit",
+        _fmt(_marginal_rows(marg), ["rho", "decay_exact", "decay_asymptotic", "max(4/rho^2,1/rho)",
+                                    "max_abs_error"]),
     ]
     bt = _bounds_vs_threshold() if _has_bounds() else []
     if bt:
         text += ["", "Bounds on E[W] at rho = 0.9 versus threshold T", _fmt(bt, ["T", "lower", "upper"])]
     if out_dir is not None:
-        data = {"jsq": jsq, "sed": sed, "finite_capacity": fc, "marginals_K20": marg, "bounds_vs_T": bt}
+        data = {"jsq": jsq, "asymmetric_jsq": asym, "sed": sed, "finite_capacity": fc, "marginals_K20": marg, "bounds_vs_T": bt}
         (out_dir / "shortest_queue.json").write_text(json.dumps(data, indent=1))
         if have_matplotlib():
             _figures(out_dir, marg, bt)
@@ -142,8 +183,11 @@ def _figures(out_dir: Path, marg: dict, bt: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for rho, p in marg.items():
-        ax.semilogy(range(len(p)), p, marker=".", label=f"rho = {rho}")
+    for rho, d in marg.items():
+        line, = ax.semilogy(range(len(d["exact"])), d["exact"], marker=".", linestyle="none",
+                            label=f"rho = {rho}, exact")
+        ax.semilogy(range(len(d["asymptotic"])), d["asymptotic"], "-", color=line.get_color(), linewidth=0.8,
+                    label=f"rho = {rho}, corner limit")
     ax.set_xlabel("n (jobs at queue 2)")
     ax.set_ylabel("P(Q2 = n)")
     ax.set_title("Finite capacity K = 20: marginal across rho = 4")

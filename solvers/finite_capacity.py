@@ -25,6 +25,17 @@ Regimes as K -> infinity:
   K = 20). This beats the M/M/2/2K law of the total (which keeps the empty state)
   at every K tested.
 
+* The marginal law of one queue (``queue_length_distributions``): for rho < 2 the
+  infinite-capacity law (compensation); for rho > 2 (K (rho - 2) / rho >= 3) the exact
+  K -> inf limit seen from the full corner, :func:`corner_walk`: in free places the
+  system becomes two queues fed at rate mu each (the services) and drained by one
+  server of rate lambda serving the one with more free places (the arrivals), solved
+  as a QBD. Its marginal decays like max(4 / rho^2, 1 / rho)^i in the free places i:
+  the two queues empty together below rho = 4 and one alone above, the transition at
+  rho = 4 of Yao & Knessl, derived here from that limit (the error against the exact
+  chain decays geometrically in K; tests/test_finite_capacity.py). Near rho = 2 the
+  free places are split evenly between the queues (a cruder approximation).
+
 The regime is chosen by K (2 - rho) / rho >= 3 (far below capacity) and reported.
 The method gives no rigorous error bound: ``error_estimate`` is None and the result's
 ``info`` says so; use ``--method ctmc`` for the exact value.
@@ -57,13 +68,70 @@ def total_birth_death(rho: float, K: int) -> np.ndarray:
     return w / w.sum()
 
 
+def corner_walk(rho: float, width: int = 60):
+    """The K -> inf limit seen from the full corner, for rho > 2 (a QBD, solved exactly).
+
+    In free places (i1, i2) = (K - Q1, K - Q2), near the full corner the system is two
+    queues fed by the services (rate mu each) and drained by the arrivals (rate lambda),
+    which take a place at the queue with more free places ("serve the longest"), and
+    are lost at (0, 0). The boundary i = K is exponentially far for rho > 2, so the law
+    of this walk is the limit of the finite system's law near full. Level = min(i1, i2),
+    phase = |i1 - i2| <= width (a service at the queue with more free places from
+    ``width`` stays at ``width``). Rates relative to mu = 1, lambda = rho.
+
+    Returns the :class:`~exactq.solvers.qbd.QBDSolution`.
+    """
+    from .qbd import solve_qbd
+
+    if not rho > 2:
+        raise NotApplicableError(f"the full-corner limit needs rho > 2 (positive recurrent); got rho={rho}")
+    w = width + 1
+    n = np.arange(1, w)
+    A0, A1, A2 = np.zeros((w, w)), np.zeros((w, w)), np.zeros((w, w))
+    A0[n, n - 1] += 1.0  # service at the queue with fewer free places: (m + 1, n - 1)
+    A1[0, 1] += 2.0  # balanced: a service at either queue, (m, 1)
+    A1[n, np.minimum(n + 1, width)] += 1.0  # service at the queue with more free places
+    A1[n, n - 1] += rho  # arrival fills a place of the queue with more free places
+    A2[0, 1] += rho  # balanced, m > 0: (m - 1, 1)
+    A1[np.arange(w), np.arange(w)] = 0.0
+    B1 = A1.copy()
+    A1[np.arange(w), np.arange(w)] = -(A0.sum(1) + A1.sum(1) + A2.sum(1))
+    B1[np.arange(w), np.arange(w)] = -(A0.sum(1) + B1.sum(1))  # at (0, 0) the arrival is lost
+    return solve_qbd(A0, A1, A2, B1=B1, strict=True)
+
+
+def corner_marginal(rho: float, imax: int, width: int = 60) -> np.ndarray:
+    """``P(one queue has i free places)``, i = 0..imax, in the full-corner limit (rho > 2).
+
+    Decays like max(4 / rho^2, 1 / rho)^i: balanced emptying (both queues lose places,
+    (2/rho)^(2i)) below rho = 4, one queue emptying alone while the other stays full
+    ((1/rho)^i) above: the transition of the marginal at rho = 4 (Yao & Knessl).
+    """
+    sol = corner_walk(rho, width)
+    w = width + 1
+    P = np.empty((imax + 1, w))
+    P[0] = sol.pi0
+    if imax >= 1:
+        P[1] = sol.pi1
+        for L in range(2, imax + 1):  # one vector-matrix product per level, not per state
+            P[L] = P[L - 1] @ sol.R
+    # queue 2 is the one with fewer free places (m) or more (m + n) with probability 1/2 each
+    out = P[:, 0] + 0.5 * P[:, 1:].sum(1)
+    m, n = np.meshgrid(np.arange(imax + 1), np.arange(1, w), indexing="ij")
+    keep = m + n <= imax
+    np.add.at(out, (m + n)[keep], 0.5 * P[:, 1:][keep])
+    return out
+
+
 def finite_capacity_asymptotics(rho: float, K: int, service_rate: float = 1.0) -> dict:
     """Asymptotic blocking probability and mean number (see the module docstring)."""
     lam = rho * service_rate
+    k = np.arange(K + 1)
     if K * (2 - rho) / rho >= 3:
         sol = symmetric_jsq(rho / 2)
         block = (1 + rho / 4) * float(sol.probability(K, 0))
         L = sol.measures(service_rate)["mean_number"]
+        marginal = sol.joint(k[:, None], k[None, :]).sum(axis=1)  # the infinite law, other queue <= K
         regime = "rho < 2: infinite-capacity law (compensation) with the corner correction 1 + rho/4"
     else:
         j = np.arange(2 * K)
@@ -72,9 +140,19 @@ def finite_capacity_asymptotics(rho: float, K: int, service_rate: float = 1.0) -
         p = w / w.sum()
         block = float(p[0])
         L = float(p @ (2 * K - j))
-        regime = ("rho - 2 = O(1/K)" if abs(rho - 2) * K < 3 else "rho > 2" if rho > 2 else "rho near 2") + \
-            ": free places as a geometric birth-death law, both servers busy"
+        if K * (rho - 2) / rho >= 3:
+            marginal = corner_marginal(rho, K)[::-1].copy()  # P(Q = K - i) = P(i free places)
+            regime = ("rho > 2: free places as a geometric birth-death law, both servers busy; the marginal "
+                      "from the full-corner limit (serve-the-longest walk, exact QBD)")
+        else:
+            # balanced split of j free places: floor(j/2) and ceil(j/2), each queue either with prob 1/2
+            marginal = np.zeros(K + 1)
+            np.add.at(marginal, K - j // 2, 0.5 * p)
+            np.add.at(marginal, K - (j + 1) // 2, 0.5 * p)
+            regime = ("rho - 2 = O(1/K)" if abs(rho - 2) * K < 3 else "rho near 2") + \
+                ": free places as a geometric birth-death law, both servers busy, split evenly"
     return {
+        "queue_length_distributions": [marginal.tolist(), marginal.tolist()],
         "blocking_probability": block,
         "mean_number": L,
         "mean_response_time": L / (lam * (1 - block)),
@@ -96,7 +174,7 @@ def solve_asymptotic(model, measure, **_ignored) -> Result:
     if measure not in values:
         raise NotApplicableError(
             f"measure {measure!r} has no asymptotic approximation; valid: blocking_probability, mean_number, "
-            "mean_response_time"
+            "mean_response_time, queue_length_distributions"
         )
     return Result(
         value=values[measure],

@@ -53,3 +53,62 @@ def test_method_reports_regime_and_no_false_accuracy():
     assert r.error_estimate is None and "rho > 2" in r.info["regime"]
     with pytest.raises(exactq.NotApplicableError):
         exactq.solve("jsq", "blocking_probability", method="asymptotic", arrival_rate=1, service_rates="1,1")
+
+
+# -- the marginal law of each queue ---------------------------------------------------
+import numpy as np  # noqa: E402
+
+from exactq.errors import ModelError, NotApplicableError  # noqa: E402
+from exactq.solvers.finite_capacity import corner_marginal, corner_walk  # noqa: E402
+
+
+def _marg(method="ctmc", **kw):
+    return np.array(exactq.solve("jsq", "queue_length_distributions", method=method, **kw).value)
+
+
+def test_exact_marginals_lumped_equal_unlumped_and_match_the_means():
+    kw = dict(arrival_rate=2.5, service_rates="1,1", capacity=8)
+    lumped = _marg(**kw)
+    full = np.array(exactq.solve("jsq", "queue_length_distributions", method="ctmc", lump=False, **kw).value)
+    assert lumped.shape == (2, 9)
+    assert np.allclose(lumped, full, atol=1e-14)
+    assert np.allclose(lumped.sum(1), 1) and lumped.min() >= 0
+    means = exactq.solve("jsq", "mean_queue_lengths", method="ctmc", **kw).value
+    assert lumped @ np.arange(9) == pytest.approx(means, rel=1e-12)
+    # unequal servers: each queue has its own law; the faster one is shorter on average
+    m = _marg(arrival_rate=2.5, service_rates="1,2", capacity=6)
+    assert np.allclose(m.sum(1), 1) and (m @ np.arange(7))[1] < (m @ np.arange(7))[0]
+
+
+def test_marginals_need_a_finite_capacity():
+    with pytest.raises(ModelError, match="finite capacity"):
+        exactq.solve("jsq", "queue_length_distributions", method="ctmc", arrival_rate=1, service_rates="1,1")
+
+
+@pytest.mark.parametrize("rho, K, tol", [(1.0, 10, 1e-5), (1.5, 20, 1e-5), (3.0, 20, 1e-6), (5.0, 20, 1e-12),
+                                         (4.0, 20, 1e-10)])
+def test_asymptotic_marginal_against_the_exact_chain(rho, K, tol):
+    kw = dict(arrival_rate=rho, service_rates="1,1", capacity=K)
+    ex, ap = _marg(**kw)[0], _marg("asymptotic", **kw)[0]
+    assert np.abs(ap - ex).max() < tol
+
+
+def test_asymptotic_marginal_improves_with_capacity_above_two():
+    errs = [np.abs(_marg("asymptotic", arrival_rate=2.5, service_rates="1,1", capacity=K)[0]
+                   - _marg(arrival_rate=2.5, service_rates="1,1", capacity=K)[0]).max() for K in (10, 20, 30)]
+    assert errs[0] > 10 * errs[1] > 100 * errs[2]
+
+
+@pytest.mark.parametrize("rho, rate", [(3.0, 4 / 9), (5.0, 1 / 5), (8.0, 1 / 8)])
+def test_corner_marginal_transition_at_rho_four(rho, rate):
+    """Free places decay like max(4/rho^2, 1/rho)^i: balanced below rho = 4, one queue alone above."""
+    p = corner_marginal(rho, 60, width=80)
+    assert p[60] / p[59] == pytest.approx(rate, rel=2e-3)
+    sol = corner_walk(rho)
+    assert sol.pi0[0] == pytest.approx(1 - 2 / rho, rel=1e-12)  # both full: the limit blocking probability
+    assert sol.spectral_radius < 1 and sol.residual < 1e-12
+
+
+def test_corner_walk_needs_heavy_load():
+    with pytest.raises(NotApplicableError, match="rho > 2"):
+        corner_walk(2.0)
