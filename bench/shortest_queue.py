@@ -4,7 +4,8 @@
   rho = 0.95, both at tol = 1e-12 (medians over repeats, ratio in the same run);
 * SED with Erlang-3 servers at rho = 0.9: exact E[L] to 1e-8, wall time, truncated CTMC
   and the matrix-geometric (qbd) method;
-* bounds with T = 6 at rho = 0.9: relative width.
+* bounds with T = 6 at rho = 0.9: relative width;
+* the asymmetric JSQ (rates 1, 2, rho = 0.9): compensation vs the truncated CTMC.
 
 Usage: python bench/shortest_queue.py [--repeat N] [--out FILE]
 """
@@ -38,6 +39,9 @@ def main(argv=None):
     kw = dict(arrival_rate=1.9, service_rates="1,1")
     t_comp, comp = timed(lambda: exactq.solve("jsq", method="compensation", tol=1e-12, **kw), 50 * args.repeat)
     t_ctmc, ctmc = timed(lambda: exactq.solve("jsq", method="ctmc", tol=1e-12, **kw), args.repeat)
+    akw = dict(arrival_rate=2.7, service_rates="1,2")
+    t_acomp, acomp = timed(lambda: exactq.solve("jsq", method="compensation", tol=1e-12, **akw), 10 * args.repeat)
+    t_actmc, actmc = timed(lambda: exactq.solve("jsq", method="ctmc", tol=1e-12, **akw), args.repeat)
     sed_kw = dict(arrival_rate=1.8, service_rates="1,1", phases=3, tol=1e-9)
     t_sed, sed = timed(lambda: exactq.solve("sed", "mean_number", method="ctmc", **sed_kw), max(1, args.repeat // 2))
     t_sq, sq = timed(lambda: exactq.solve("sed", "mean_number", method="qbd", **sed_kw), args.repeat)
@@ -53,6 +57,14 @@ def main(argv=None):
                           "n_states": ctmc.n_states, "level": ctmc.info["truncation"]["level"]},
             "speedup_compensation_over_ctmc": t_ctmc / t_comp,
             "abs_difference": abs(comp.value - ctmc.value),
+        },
+        "asymmetric_jsq_rates12_rho09_EL": {
+            "compensation": {"seconds_median": t_acomp, "value": acomp.value,
+                             "error_estimate": acomp.error_estimate, "terms": acomp.info.get("terms")},
+            "ctmc_auto": {"seconds_median": t_actmc, "value": actmc.value, "error_estimate": actmc.error_estimate,
+                          "n_states": actmc.n_states},
+            "speedup_compensation_over_ctmc": t_actmc / t_acomp,
+            "abs_difference": abs(acomp.value - actmc.value),
         },
         "sed_erlang3_rho09_EL": {
             "ctmc": {"seconds_median": t_sed, "value": sed.value, "error_estimate": sed.error_estimate,
@@ -74,6 +86,9 @@ def main(argv=None):
     j = res["jsq_rho095_EL"]
     print(f"compensation {t_comp * 1e3:.3f} ms vs ctmc {t_ctmc:.3f} s: {j['speedup_compensation_over_ctmc']:.0f}x; "
           f"|diff| {j['abs_difference']:.1e}", file=sys.stderr)
+    a = res["asymmetric_jsq_rates12_rho09_EL"]
+    print(f"asymmetric JSQ (1,2) rho=0.9: compensation {t_acomp * 1e3:.2f} ms vs ctmc {t_actmc:.3f} s: "
+          f"{a['speedup_compensation_over_ctmc']:.0f}x; |diff| {a['abs_difference']:.1e}", file=sys.stderr)
     print(f"SED r=3 rho=0.9: ctmc {t_sed:.2f} s ({sed.n_states} states), qbd {t_sq:.3f} s, "
           f"E[L]={sq.value:.10f}, |diff| {abs(sq.value - sed.value):.1e}", file=sys.stderr)
     print(f"bounds T=6 rho=0.9: width {res['bounds_T6_rho09_EW']['relative_width']:.2%}", file=sys.stderr)
