@@ -64,10 +64,10 @@ def _exact(*, tol, max_states=MAX_STATES, **kw):
                                    budget_reached=True)
 
 
-#: (tolerance, state budget) of the exact solves per table: the default run takes about a
-#: minute and a half on a laptop core; ``--full`` is the paper-scale run (about 10 minutes).
+#: (tolerance, state budget) of the exact solves per table: the default run takes two to
+#: three minutes on one laptop core; ``--full`` is the paper-scale run (10 minutes or more).
 SCALE = {
-    False: {"servers": (1e-4, 2_000_000), "loads": (1e-5, 1_000_000), "errors": (1e-4, 300_000)},
+    False: {"servers": (1e-4, 2_000_000), "loads": (1e-5, 400_000), "errors": (1e-4, 100_000)},
     True: {"servers": (1e-6, 6_000_000), "loads": (1e-6, MAX_STATES), "errors": (1e-5, 1_000_000)},
 }
 
