@@ -82,8 +82,8 @@ class JSQ(Model):
         "p_wait": "probability that an accepted arrival has to wait",
         "prob_empty": "probability that every queue is empty",
         "blocking_probability": "probability that an arrival is lost (finite capacity)",
-        "queue_length_distributions": "P(Q_i = k), k = 0..capacity, for each queue i (finite capacity; list "
-                                      "of lists)",
+        "queue_length_distributions": "P(Q_i = k) for each queue i (list of lists): k = 0..capacity (ctmc, "
+                                      "asymptotic), or up to where the rest is below tol (compensation)",
     }
     methods = ("ctmc", "compensation", "bounds", "asymptotic")
     default_measure = "mean_number"

@@ -252,6 +252,32 @@ def symmetric_jsq(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TERMS)
     )
 
 
+def queue_marginals(joint, alpha0: float, tol: float = 1e-12, max_level: int = 20000) -> tuple:
+    """``P(Q1 = k)`` and ``P(Q2 = k)``, k = 0..k_max, from a pointwise joint law ``joint(i, j)``.
+
+    The joint law is evaluated on the band ``|i - j| <= D`` of ``0 <= i, j <= k_max``
+    (the difference decays geometrically and the shorter queue like ``alpha0^m``);
+    ``k_max`` and ``D`` grow (x1.5) until the mass left out, ``1 - sum``, is below
+    ``tol``. Returns ``(p1, p2, missing)`` with ``missing`` that mass (an upper bound on
+    the absolute error of every entry, since the law is nonnegative).
+    """
+    k = int(math.ceil(math.log(tol * (1 - alpha0)) / math.log(alpha0))) + 5 if alpha0 > 0 else 5
+    D = 20
+    while True:
+        i = np.arange(k + 1)
+        d = np.arange(-D, D + 1)
+        ii, jj = i[:, None] + np.zeros_like(d)[None, :], i[:, None] + d[None, :]
+        ok = (jj >= 0) & (jj <= k)
+        p = np.zeros(ii.shape)
+        p[ok] = joint(ii[ok], jj[ok])
+        p1 = p.sum(axis=1)
+        p2 = np.bincount(jj[ok], weights=p[ok], minlength=k + 1)
+        missing = 1.0 - float(p1.sum())
+        if missing <= tol or k >= max_level:
+            return p1, p2, max(missing, 0.0)
+        k, D = int(1.5 * k) + 1, int(1.5 * D) + 1
+
+
 #: walk kind -> solver(walk, measure, tol) -> Result; other modules add kinds with
 #: :func:`register_walk` (asymmetric JSQ, Erlang SED).
 WALK_SOLVERS: dict = {}
@@ -293,6 +319,12 @@ def solve_compensation(model, measure, *, tol=1e-9, **_ignored) -> Result:
 def _solve_symmetric(walk, measure, tol) -> Result:
     t0 = time.perf_counter()
     sol = symmetric_jsq(walk["rho"], tol=min(tol, 1e-15) if tol > 0 else 1e-15)
+    if measure == "queue_length_distributions":
+        p1, p2, missing = queue_marginals(sol.joint, float(sol.alpha[0]), tol=max(tol, 1e-14))
+        return Result(value=[p1.tolist(), p2.tolist()], method="compensation",
+                      error_estimate=missing + sol.tail, nit=sol.n_terms, seconds=time.perf_counter() - t0,
+                      info={"terms": sol.n_terms, "levels": len(p1), "mass_beyond_levels": missing,
+                            "tail_probability": sol.tail})
     values = sol.measures(walk["service_rate"])
     if measure not in values:
         raise NotApplicableError(f"measure {measure!r} is not available from the compensation method")

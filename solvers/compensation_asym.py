@@ -99,7 +99,7 @@ import numpy as np
 from exactq.errors import ConvergenceError, ModelError, NotApplicableError
 from exactq.result import Result
 
-from .compensation import register_walk
+from .compensation import queue_marginals, register_walk
 
 __all__ = ["AsymmetricJSQSolution", "asymmetric_jsq"]
 
@@ -553,6 +553,12 @@ def _solve(walk, measure, tol) -> Result:
     mu1, mu2 = (float(x) for x in walk["service_rates"])
     q = float(walk["tie_prob_1"])
     sol = asymmetric_jsq(lam, mu1, mu2, q, tol=min(tol, 1e-15) if tol > 0 else 1e-15)
+    if measure == "queue_length_distributions":
+        p1, p2, missing = queue_marginals(sol.probability, (lam / (mu1 + mu2)) ** 2, tol=max(tol, 1e-14))
+        return Result(value=[p1.tolist(), p2.tolist()], method="compensation",
+                      error_estimate=float(missing + sol.tail), nit=sol.n_terms, seconds=time.perf_counter() - t0,
+                      info={"terms": sol.n_terms, "levels": len(p1), "mass_beyond_levels": missing,
+                            "tail_probability": sol.tail})
     values = sol.measures()
     if measure not in values or measure in ("little_gap", "normalisation", "utilisation"):
         raise NotApplicableError(f"measure {measure!r} is not available from the compensation method")

@@ -87,3 +87,21 @@ def test_not_applicable_is_one_clear_error():
         assert "\n" not in str(e.value)
     with pytest.raises(ModelError):
         symmetric_jsq(1.0)
+
+
+@pytest.mark.parametrize("rates, rho", [("1,1", 0.5), ("1,1", 0.9), ("1,2", 0.6), ("2,1", 0.85)])
+def test_queue_length_distributions_from_the_series(rates, rho):
+    """Marginals of each queue: sum to 1, give the means, match a large finite-capacity chain."""
+    import numpy as np
+
+    lam = rho * sum(float(x) for x in rates.split(","))
+    kw = dict(arrival_rate=lam, service_rates=rates)
+    r = exactq.solve("jsq", "queue_length_distributions", method="compensation", tol=1e-12, **kw)
+    p = np.array(r.value)
+    assert p.min() >= 0 and np.allclose(p.sum(1), 1, atol=1e-11)
+    assert r.error_estimate < 1e-10
+    means = exactq.solve("jsq", "mean_queue_lengths", method="compensation", **kw).value
+    assert p @ np.arange(p.shape[1]) == pytest.approx(means, rel=1e-8)
+    K = p.shape[1] - 1
+    big = np.array(exactq.solve("jsq", "queue_length_distributions", method="ctmc", capacity=K + 30, **kw).value)
+    assert np.abs(big[:, : K + 1] - p).max() < 1e-10
