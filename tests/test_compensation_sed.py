@@ -1,8 +1,9 @@
 """Compensation for SED with two identical Erlang servers (solvers/compensation_sed.py).
 
-Only phases=1 is solved by a compensation series (it is the symmetric JSQ); phases >= 2
-is refused with NotApplicableError. The dominant product form for phases >= 2 is checked
-against the truncated CTMC.
+phases=1 is the symmetric JSQ series; phases 2..MAX_PHASES the Adan & Wessels (1996)
+series (r(r+1)/2 start solutions from SED with instantaneous jockeying). Checked against
+the matrix-geometric qbd method (exact in the shorter queue), state by state, by the
+balance equations and by the truncated CTMC (dominant product form).
 """
 
 import json
@@ -15,7 +16,10 @@ import pytest
 import exactq
 from exactq.errors import NotApplicableError
 from exactq.solvers.compensation import symmetric_jsq
-from exactq.solvers.compensation_sed import SED_MEASURES, _solve, kernel, sed_decay_rates
+from exactq.errors import ConvergenceError, ModelError
+from exactq.solvers.compensation_sed import (MAX_PHASES, SED_MEASURES, _inflows, _solve, erlang_sed, kernel,
+                                             sed_decay_rates)
+from exactq.solvers.qbd_method import qbd_expectations
 
 
 @pytest.mark.parametrize("rho", [0.1, 0.5, 0.8, 0.9, 0.95])
@@ -52,8 +56,8 @@ def test_quarter_plane_and_applicability():
         exactq.solve("sed", method="compensation", arrival_rate=1.0, service_rates="1,2")
     with pytest.raises(NotApplicableError, match="two identical servers"):
         exactq.solve("sed", method="compensation", arrival_rate=1.0, service_rates="1,1,1")
-    with pytest.raises(NotApplicableError, match="phases=1.*--method ctmc"):
-        exactq.solve("sed", method="compensation", arrival_rate=1.0, service_rates="1,1", phases=2)
+    with pytest.raises(NotApplicableError, match=f"phases <= {MAX_PHASES}.*--method qbd"):
+        exactq.solve("sed", method="compensation", arrival_rate=1.0, service_rates="1,1", phases=MAX_PHASES + 1)
     with pytest.raises(NotApplicableError, match="measure"):
         _solve({"kind": "erlang-sed", "rho": 0.5, "phases": 1, "service_rate": 1.0}, "blocking", 1e-9)
     assert exactq.solve("sed", arrival_rate=1.0, service_rates="1,1").method == "qbd"
@@ -68,10 +72,10 @@ def test_cli():
     assert out["method"] == "compensation"
     assert out["value"] == pytest.approx(symmetric_jsq(0.8).measures()["mean_waiting_time"], rel=1e-12)
     bad = subprocess.run([sys.executable, "-m", "exactq", "solve", "sed", "arrival_rate=1.6", "service_rates=1,1",
-                          "phases=2", "--method", "compensation", "--json"], capture_output=True, text=True,
-                         timeout=120)
+                          f"phases={MAX_PHASES + 1}", "--method", "compensation", "--json"], capture_output=True,
+                         text=True, timeout=120)
     assert bad.returncode == 2 and bad.stdout == ""
-    assert len(bad.stderr.strip().splitlines()) == 1 and "--method ctmc" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "--method qbd" in bad.stderr
 
 
 def test_decay_rates_r1_closed_form():
@@ -94,3 +98,112 @@ def test_decay_rates_match_ctmc_ratios(r, rho):
     m, n = 8 * r, 2 * r
     assert P[m + 1, m + 1 + n] / P[m, m + n] == pytest.approx(a, rel=1e-5)
     assert P[m, m + n + 1] / P[m, m + n] == pytest.approx(b, rel=1e-5)
+
+
+# -- phases >= 2: the Adan & Wessels series ----------------------------------------------------
+
+def _qbd_all(rho, r, width=None):
+    """Every measure from one matrix-geometric solve.
+
+    ``width=None``: the width that method="qbd" with tol=1e-13 settles on (several solves);
+    otherwise one solve at that phase truncation (81 is at least what tol=1e-13 picks for
+    r <= 5, rho <= 0.95).
+    """
+    kw = dict(arrival_rate=2 * rho, service_rates="1,1", phases=r)
+    model = exactq.model("sed", **kw)
+    if width is None:
+        ref = exactq.solve("sed", "mean_waiting_time", method="qbd", tol=1e-13, **kw)
+        width = ref.info["phase_truncation"]
+    exp, _ = qbd_expectations(model.qbd_blocks(width))
+    return {ms: model.qbd_measure(ms, exp) for ms in SED_MEASURES}
+
+
+@pytest.mark.parametrize("r", [2, 3, 5])
+@pytest.mark.parametrize("rho", [0.2, 0.5, 0.8, 0.9, 0.95])
+def test_agrees_with_qbd(r, rho):
+    ref = _qbd_all(rho, r, width=81)
+    comp = exactq.solve("sed", "mean_waiting_time", method="compensation", arrival_rate=2 * rho,
+                        service_rates="1,1", phases=r)
+    assert comp.method == "compensation"
+    assert comp.value == pytest.approx(ref["mean_waiting_time"], rel=1e-9)
+    assert 0 < comp.error_estimate < 1e-12 * max(1.0, comp.value)
+    assert comp.residual < 1e-12
+    info = comp.info
+    assert info["terms"] > 0 and 0 < info["contribution_ratio"] < 0.01
+    assert info["start_solutions"] == r * (r + 1) // 2 and info["tail_probability"] < 1e-13
+    values = erlang_sed(rho, r).measures()
+    for measure in SED_MEASURES:
+        assert np.allclose(values[measure], ref[measure], rtol=1e-9, atol=0), measure
+
+
+def test_every_measure_through_solve():
+    ref = _qbd_all(0.8, 3)
+    for measure in SED_MEASURES:
+        comp = exactq.solve("sed", measure, method="compensation", arrival_rate=1.6, service_rates="1,1", phases=3)
+        assert np.allclose(comp.value, ref[measure], rtol=1e-9, atol=0), measure
+        scale = max(1.0, float(np.max(np.abs(np.atleast_1d(comp.value)))))
+        assert 0 < comp.error_estimate < 1e-11 * scale, measure
+
+
+def test_reference_value_and_scaling():
+    r = exactq.solve("sed", "mean_waiting_time", method="compensation", arrival_rate=1.0, service_rates="1,1",
+                     phases=2)
+    assert r.value == pytest.approx(0.29938794, abs=5e-9)
+    r2 = exactq.solve("sed", "mean_waiting_time", method="compensation", arrival_rate=3.0, service_rates="3,3",
+                      phases=2)
+    assert r2.value == pytest.approx(r.value / 3, rel=1e-13)
+    t = exactq.solve("sed", "mean_response_time", method="compensation", arrival_rate=3.0, service_rates="3,3",
+                     phases=2)
+    assert t.value == pytest.approx(r2.value + 1 / 3, rel=1e-13)
+
+
+@pytest.mark.parametrize("r,rho", [(2, 0.5), (3, 0.9), (5, 0.8)])
+def test_states_balance_and_sign(r, rho):
+    sol = erlang_sed(rho, r)
+    lam = 2 * rho
+    M = 3 * r + 6
+    m, n = np.indices((M, M))
+    p = sol.probability(m, n)
+    assert np.all(p > 0)
+    # balance of every state on the grid, across the corner / series seam at m + n = N
+    for a in range(M - r - 1):
+        for b in range(M - r - 1):
+            out, ins = _inflows(lam, r, a, b)
+            flow = sum(q * p[y] for y, q in ins)
+            assert abs(out * p[a, b] - flow) <= 1e-12 * out * p[a, b], (a, b)
+    # state by state against the matrix-geometric solution
+    model = exactq.model("sed", arrival_rate=lam, service_rates="1,1", phases=r)
+    width = 60
+    _, qs = qbd_expectations(model.qbd_blocks(width))
+    P = np.vstack([qs.level_vector(level).reshape(r, width + 1) for level in range(M // r + 1)])[:M, :M]
+    assert np.allclose(p, P, rtol=1e-7, atol=1e-14)
+    # far from the origin p decays with the dominant product form
+    a0, b0 = sed_decay_rates(rho, r)
+    assert sol.probability(6 * r + 1, 2 * r) / sol.probability(6 * r, 2 * r) == pytest.approx(a0, rel=1e-4)
+    assert sol.probability(6 * r, 2 * r + 1) / sol.probability(6 * r, 2 * r) == pytest.approx(b0, rel=1e-4)
+
+
+@pytest.mark.parametrize("r", [2, 4, 6])
+@pytest.mark.parametrize("rho", [0.01, 0.6, 0.999])
+def test_busy_servers_identity(r, rho):
+    # E[busy servers] = 2 P(m > 0) + P(m = 0, n > 0) = 2 rho, an exact check of the corner
+    v = erlang_sed(rho, r).measures()
+    busy = 2 * v["p_wait"] + (1 - v["p_wait"] - v["prob_empty"])
+    assert busy == pytest.approx(2 * rho, abs=1e-11)
+    assert v["normalisation"] == pytest.approx(1.0, abs=1e-14)
+
+
+def test_free_corner_size_does_not_matter():
+    vals = [erlang_sed(0.9, 3, N=N).measures()["mean_waiting_time"] for N in (6, 8, 12)]
+    assert vals[0] == pytest.approx(vals[1], rel=1e-13) and vals[2] == pytest.approx(vals[1], rel=1e-13)
+
+
+def test_errors():
+    with pytest.raises(ConvergenceError, match="did not converge"):
+        erlang_sed(0.5, 3, max_terms=50)
+    with pytest.raises(ModelError, match="rho"):
+        erlang_sed(1.0, 2)
+    with pytest.raises(ModelError, match="phases >= 2"):
+        erlang_sed(0.5, 1)
+    with pytest.raises(ModelError, match="N="):
+        erlang_sed(0.5, 3, N=2)
