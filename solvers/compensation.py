@@ -325,9 +325,14 @@ def _solve_symmetric(walk, measure, tol) -> Result:
                       error_estimate=missing + sol.tail, nit=sol.n_terms, seconds=time.perf_counter() - t0,
                       info={"terms": sol.n_terms, "levels": len(p1), "mass_beyond_levels": missing,
                             "tail_probability": sol.tail})
-    values = sol.measures(walk["service_rate"])
-    if measure not in values:
+    if measure not in sol.measures(walk["service_rate"]):
         raise NotApplicableError(f"measure {measure!r} is not available from the compensation method")
+    return symmetric_result(sol, walk["service_rate"], measure, t0)
+
+
+def symmetric_result(sol: SymmetricJSQSolution, service_rate: float, measure: str, t0: float) -> Result:
+    """The :class:`Result` of ``measure`` from a symmetric series, with its error estimate."""
+    values = sol.measures(service_rate)
     value = values[measure]
     # the tail error on probabilities propagates to means with the largest per-state weight
     # of the dominant terms, 1 / (1 - alpha)^2 (beta) scale; use the first term's scale

@@ -86,7 +86,7 @@ import scipy.linalg
 
 from exactq.errors import ConvergenceError, ModelError, NotApplicableError
 from exactq.result import Result
-from exactq.solvers.compensation import register_walk, symmetric_jsq
+from exactq.solvers.compensation import register_walk, symmetric_jsq, symmetric_result
 
 __all__ = ["SED_MEASURES", "ErlangSEDSolution", "erlang_sed", "kernel", "sed_decay_rates"]
 
@@ -650,30 +650,7 @@ def _solve(walk, measure, tol) -> Result:
 
 
 def _solve_exponential(walk, measure, tol, t0) -> Result:
-    mu = float(walk["service_rate"])
     sol = symmetric_jsq(walk["rho"], tol=min(tol, 1e-15) if tol > 0 else 1e-15)
-    values = sol.measures(mu)
-    value = values[measure]
-    scale = max(1.0, float(np.max(np.abs(np.atleast_1d(value)))))
-    amp = 2.0 / (1 - sol.alpha[0]) ** 2 + 1.0 / (1 - sol.beta[0]) ** 2
-    cancel = float(np.sum(np.abs(sol.coef * sol.beta)) / abs(np.sum(sol.coef * sol.beta)))
-    err = sol.tail * amp * scale + 100 * np.finfo(float).eps * scale * cancel
-    return Result(
-        value=value,
-        method="compensation",
-        error_estimate=err,
-        n_states=None,
-        nit=sol.n_terms,
-        residual=abs(values["normalisation"] - 1.0),
-        seconds=time.perf_counter() - t0,
-        info={
-            "terms": sol.n_terms,
-            "tail_probability": sol.tail,
-            "contribution_ratio": sol.ratio,
-            "cancellation_factor": cancel,
-            "alpha0": float(sol.alpha[0]),
-            "beta0": float(sol.beta[0]),
-            "phases": 1,
-            "construction": "phases=1: symmetric-JSQ compensation series (Adan, Wessels & Zijm 1990)",
-        },
-    )
+    res = symmetric_result(sol, float(walk["service_rate"]), measure, t0)
+    res.info.update(phases=1, construction="phases=1: symmetric-JSQ compensation series (Adan, Wessels & Zijm 1990)")
+    return res
