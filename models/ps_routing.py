@@ -48,6 +48,7 @@ from exactq.catalogue import Model, register_model
 from exactq.errors import ModelError, UnstableError
 from exactq.params import Param
 from exactq.result import Result
+from exactq.solvers.routing import check_routing_problem
 
 __all__ = [
     "PSRouting",
@@ -128,21 +129,8 @@ def _water_fill(mu, c, rho, dispatchers):
 
 
 def _as_arrays(service_rates, holding_costs, work_rate):
-    """Validated arrays (vectorised checks; the model's messages for whole lists)."""
-    mu = np.asarray(service_rates, dtype=float).ravel()
-    c = np.ones_like(mu) if holding_costs is None else np.asarray(holding_costs, dtype=float).ravel()
-    if mu.size == 0 or not np.all(np.isfinite(mu)) or np.any(mu <= 0):
-        raise ModelError(f"service_rates must be a list of 1+ values, each > 0; got {mu.tolist()}")
-    if c.shape != mu.shape:
-        raise ModelError(f"holding_costs must have one value per server ({mu.size}); got {c.size}")
-    if not np.all(np.isfinite(c)) or np.any(c <= 0):
-        raise ModelError(f"holding_costs must each be > 0; got {c.tolist()}")
-    rho = float(work_rate)
-    if not (math.isfinite(rho) and rho > 0):
-        raise ModelError(f"work_rate must be > 0; got {work_rate!r}")
-    total = float(np.sum(mu))
-    if rho >= total:
-        raise UnstableError(f"work_rate must be < total service rate {total:g}; got {rho:g}")
+    """Validated arrays ``mu, c, rho`` (the checks of :func:`check_routing_problem`)."""
+    mu, c, rho, _ = check_routing_problem(service_rates, holding_costs, work_rate)
     return mu, c, rho
 
 

@@ -55,6 +55,7 @@ from exactq.errors import (
 from exactq.result import Result
 
 __all__ = [
+    "check_routing_problem",
     "convex_loads",
     "polish_loads",
     "kkt_residuals",
@@ -78,7 +79,7 @@ def _regime_label(dispatchers) -> str:
     return "decentralized" if math.isinf(dispatchers) else "atomic"
 
 
-def _check_problem(service_rates, holding_costs, work_rate, class_work_rates=None):
+def check_routing_problem(service_rates, holding_costs, work_rate, class_work_rates=None):
     mu = np.asarray(service_rates, dtype=float).ravel()
     c = np.ones_like(mu) if holding_costs is None else np.asarray(holding_costs, dtype=float).ravel()
     if mu.size == 0 or not np.all(np.isfinite(mu)) or np.any(mu <= 0):
@@ -386,7 +387,7 @@ def convex_loads(
     True
     """
     t0 = time.perf_counter()
-    mu, c, rho, w = _check_problem(service_rates, holding_costs, work_rate, class_work_rates)
+    mu, c, rho, w = check_routing_problem(service_rates, holding_costs, work_rate, class_work_rates)
     loads, _, info = _convex(mu, c, rho, w, _check_dispatchers(dispatchers), solver=solver,
                              solver_tol=solver_tol, polish=polish, tol=tol, strict=strict)
     return Result(value=loads.tolist(), method="convex", residual=info["kkt_residual"],
@@ -442,7 +443,7 @@ def solve_convex(model, measure, *, tol=1e-9, strict=False, solver="CLARABEL",
     """
     t0 = time.perf_counter()
     p = model.routing_problem()
-    mu, c, rho, w = _check_problem(p["service_rates"], p["holding_costs"], p["work_rate"],
+    mu, c, rho, w = check_routing_problem(p["service_rates"], p["holding_costs"], p["work_rate"],
                                    p["class_work_rates"])
     loads, spare, info = {}, {}, {}
     for k in model.routing_regimes(measure):
@@ -497,7 +498,7 @@ def atomic_equilibrium(service_rates, holding_costs, dispatcher_rates, *, tol=1e
     if r.sum() >= total_capacity:
         raise UnstableError(f"sum of dispatcher_rates must be < total service rate {total_capacity:g}; "
                             f"got {r.sum():g}")
-    mu, c, rho, _ = _check_problem(service_rates, holding_costs, float(r.sum()))
+    mu, c, rho, _ = check_routing_problem(service_rates, holding_costs, float(r.sum()))
     flows = np.zeros((r.size, mu.size))
     total = np.zeros(mu.size)
     for iteration in range(1, maxiter + 1):
