@@ -918,14 +918,8 @@ def _state_measure(measure, states, pi, *, n, lam, d, sampling, error, eps, g):
     """A measure from a distribution ``pi`` over sorted states (lumped or truncated)."""
     L = states.sum(axis=1, dtype=np.int64).astype(float)
     EL = float(pi @ L)
-    if measure == "mean_number":
-        return EL
-    if measure == "mean_queue_length":
-        return EL / n
-    if measure == "mean_response_time":
-        return EL / (n * lam)
-    if measure == "mean_waiting_time":
-        return EL / (n * lam) - 1.0
+    if measure in MEAN_MEASURES:
+        return _from_mean_number(measure, EL, n, lam)
     if measure == "occupancy":
         kmax = int(states.max(initial=0))
         counts = np.zeros(kmax + 1)
@@ -1248,6 +1242,10 @@ class PowerOfD(Model):
                 "lower_chain": lower_chain, "upper_qbd": upper_qbd, "profile_for": profile_for,
                 "measure": lambda measure, chain, pi: self.level_measure(measure, chain, pi),
                 "from_mean_number": lambda measure, EL: _from_mean_number(measure, EL, n, lam)}
+
+
+#: the measures that follow from E[L] alone (Little), increasing in it
+MEAN_MEASURES = ("mean_number", "mean_queue_length", "mean_response_time", "mean_waiting_time")
 
 
 def _from_mean_number(measure, EL, n, lam):
