@@ -48,3 +48,26 @@ def test_unknown_reproduction_is_one_line(capsys):
     assert main(["reproduce", "no-such-paper"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown reproduction" in err[0]
+
+
+def test_shortest_queue_reproduction(tmp_path):
+    """The whole reproduction runs (seconds) and its independent columns agree."""
+    import json
+
+    text = rep.reproduce("shortest-queue", tmp_path)
+    assert "Asymmetric JSQ" in text and "rho = 4" in text
+    data = json.loads((tmp_path / "shortest_queue.json").read_text())
+    for row in data["jsq"]:
+        assert row["EW_compensation"] == pytest.approx(row["EW_ctmc"], rel=1e-8)
+        if row.get("EW_lower") is not None:
+            assert row["EW_lower"] <= row["EW_compensation"] <= row["EW_upper"]
+    for row in data["asymmetric_jsq"]:
+        for ties in ("random", "fastest"):
+            assert row[f"EW_{ties}_comp"] == pytest.approx(row[f"EW_{ties}_ctmc"], rel=1e-8)
+    for row in data["sed"]:
+        for r in (1, 2, 3):
+            assert row[f"EW_r{r}"] == pytest.approx(row[f"ctmc_r{r}"], rel=1e-8)
+            assert row[f"comp_r{r}"] == pytest.approx(row[f"EW_r{r}"], rel=1e-9)
+    for rho, d in data["marginals_K20"].items():
+        assert sum(d["exact"]) == pytest.approx(1, abs=1e-12)
+        assert max(abs(a - b) for a, b in zip(d["exact"], d["asymptotic"])) < 1e-6
