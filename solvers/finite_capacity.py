@@ -26,15 +26,17 @@ Regimes as K -> infinity:
   at every K tested.
 
 * The marginal law of one queue (``queue_length_distributions``): for rho < 2 the
-  infinite-capacity law (compensation); for rho > 2 (K (rho - 2) / rho >= 3) the exact
+  infinite-capacity law (compensation); for rho > 2 (K (rho - 2) / rho >= 1) the exact
   K -> inf limit seen from the full corner, :func:`corner_walk`: in free places the
   system becomes two queues fed at rate mu each (the services) and drained by one
   server of rate lambda serving the one with more free places (the arrivals), solved
   as a QBD. Its marginal decays like max(4 / rho^2, 1 / rho)^i in the free places i:
   the two queues empty together below rho = 4 and one alone above, the transition at
   rho = 4 of Yao & Knessl, derived here from that limit (the error against the exact
-  chain decays geometrically in K; tests/test_finite_capacity.py). Near rho = 2 the
-  free places are split evenly between the queues (a cruder approximation).
+  chain decays geometrically in K; tests/test_finite_capacity.py), restricted to the
+  capacity and renormalised. Closer to rho = 2 the free places are split evenly
+  between the queues (a cruder approximation: total variation 0.01-0.03 against the
+  exact chain for K = 10..40; the corner limit is better once K (rho - 2) / rho >= 1).
 
 The regime is chosen by K (2 - rho) / rho >= 3 (far below capacity) and reported.
 The method gives no rigorous error bound: ``error_estimate`` is None and the result's
@@ -140,8 +142,10 @@ def finite_capacity_asymptotics(rho: float, K: int, service_rate: float = 1.0) -
         p = w / w.sum()
         block = float(p[0])
         L = float(p @ (2 * K - j))
-        if K * (rho - 2) / rho >= 3:
-            marginal = corner_marginal(rho, K)[::-1].copy()  # P(Q = K - i) = P(i free places)
+        if K * (rho - 2) / rho >= 1:
+            # P(Q = K - i) = P(i free places), renormalised on i <= K (the capacity boundary)
+            marginal = corner_marginal(rho, K)[::-1].copy()
+            marginal /= marginal.sum()
             regime = ("rho > 2: free places as a geometric birth-death law, both servers busy; the marginal "
                       "from the full-corner limit (serve-the-longest walk, exact QBD)")
         else:

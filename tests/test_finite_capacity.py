@@ -112,3 +112,12 @@ def test_corner_marginal_transition_at_rho_four(rho, rate):
 def test_corner_walk_needs_heavy_load():
     with pytest.raises(NotApplicableError, match="rho > 2"):
         corner_walk(2.0)
+
+
+@pytest.mark.parametrize("rho, K, tv", [(2.2, 20, 0.005), (2.1, 40, 0.003), (2.05, 10, 0.05), (2.05, 20, 0.025)])
+def test_asymptotic_marginal_near_the_critical_load(rho, K, tv):
+    """Total variation to the exact chain: the corner limit once K (rho - 2) / rho >= 1, else the even split."""
+    kw = dict(arrival_rate=rho, service_rates="1,1", capacity=K)
+    ex, ap = _marg(**kw)[0], _marg("asymptotic", **kw)[0]
+    assert ap.sum() == pytest.approx(1, abs=1e-12)
+    assert 0.5 * np.abs(ap - ex).sum() < tv
