@@ -265,7 +265,29 @@ def _ordering(Q, coords, jumps, ordering="auto"):
         return None, "MMD_AT_PLUS_A"
     if ordering == "level":
         return np.argsort(coords.sum(axis=1), kind="stable"), "level"
+    rotated = _rotated_unit_lattice(Q, coords)
+    if rotated is not None:
+        return nested_dissection(rotated, np.ones(2, np.int64)), "nested-dissection"
     return nested_dissection(coords, jumps), "nested-dissection"
+
+
+def _rotated_unit_lattice(Q, coords):
+    """``(x + y, y - x)`` for a 2-D chain whose every transition moves one step in both.
+
+    For chains of unit steps along the axes (JSQ, exponential SED, their lumped
+    versions) nested dissection in the 45-degree rotated coordinates factors faster:
+    measured on the lumped JSQ with K = 1000 (501,501 states) SuperLU takes 1.10 s
+    instead of 1.74 s (fill 17.6M instead of 26.3M), on the full K = 700 square 1.23 s
+    instead of 1.38 s; for longer jumps (Erlang SED, r phases per arrival) it is no
+    better, so those keep the axes. Returns None when the rotation does not apply.
+    """
+    if coords.shape[1] != 2:
+        return None
+    rot = np.stack([coords[:, 0] + coords[:, 1], coords[:, 1] - coords[:, 0]], axis=1)
+    rows = np.repeat(np.arange(Q.shape[0]), np.diff(Q.indptr))
+    off = rows != Q.indices
+    delta = rot[Q.indices[off]] - rot[rows[off]]
+    return rot if delta.size and np.abs(delta).max() == 1 else None
 
 
 def _factor(Q, ref, coords, jumps, ordering="auto"):
@@ -278,7 +300,9 @@ def _factor(Q, ref, coords, jumps, ordering="auto"):
         diag_pivot_thresh=0.0,
         options=dict(SymmetricMode=True),
     )
-    info = {"ordering": ordering, "lu_nnz": int(lu.L.nnz + lu.U.nnz)}
+    # SuperLU's own count (supernodal storage, explicit zeros included): lu.L and lu.U
+    # would copy the factors (0.4 s of a 2.3 s solve at 500k states)
+    info = {"ordering": ordering, "lu_nnz": int(lu.nnz)}
     return lu, B, b, perm, info
 
 

@@ -535,3 +535,17 @@ def test_power_converges_given_room():
 def test_convergence_error_is_an_exactq_error():
     with pytest.raises(exactq.ExactqError):
         stationary(_slow_chain(), method="power", maxiter=1, strict=True)
+
+
+def test_rotated_nested_dissection_only_for_unit_steps():
+    """JSQ moves one step along an axis: ordered in (x + y, y - x); Erlang SED jumps r phases: axes."""
+    from exactq.solvers.stationary import _rotated_unit_lattice
+
+    jsq = exactq.model("jsq", arrival_rate=1.5, service_rates="1,2").ctmc(60)
+    rot = _rotated_unit_lattice(jsq.Q, jsq.states)
+    assert rot is not None
+    np.testing.assert_array_equal(rot[:, 0], jsq.states.sum(1))
+    sed = exactq.model("sed", arrival_rate=1.5, service_rates="1,1", phases=2).ctmc(30)
+    assert _rotated_unit_lattice(sed.Q, sed.states) is None
+    three = exactq.model("jsq", arrival_rate=1.5, service_rates="1,1,1").ctmc(8)
+    assert _rotated_unit_lattice(three.Q, three.states) is None
