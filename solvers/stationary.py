@@ -251,8 +251,9 @@ ORDERINGS = ("auto", "level", "nested-dissection", "mmd")
 def _ordering(Q, coords, jumps, ordering="auto"):
     """Fill-reducing ordering for the sparse LU.
 
-    ``nested-dissection`` (geometric, from the states' coordinates) is the default for
-    chains with coordinates; ``level`` sorts the states by the sum of their coordinates
+    ``nested-dissection`` (geometric, from the states' coordinates; 2-D chains of unit
+    steps are dissected in the rotated coordinates of :func:`_rotated_unit_lattice`) is
+    the default for chains with coordinates; ``level`` sorts the states by the sum of their coordinates
     (block-banded factors; best for many-dimensional chains of narrow levels such as
     sorted queue lengths of several server classes, where a model asks for it through
     ``CTMC.ordering``); ``mmd`` is SuperLU's minimum degree on A^T + A, the default for
