@@ -244,65 +244,47 @@ class JSQ(Model):
                           constants={"K": K, "capacity": K, "arrival_rate": lam},
                           labels={"full": space.states[:, 0] >= self.capacity})
 
-    def lumped_measure(self, measure, chain, pi):
+    def _measure(self, measure, chain, pi, *, lumped: bool):
+        """Measures of the full chain (states q_i) or the lumped one (sorted queue lengths)."""
         s = chain.states
         full = chain.labels["full"]
         p_lost = float(pi[full].sum()) if not self.is_infinite else 0.0
         accepted = self.arrival_rate * (1.0 - p_lost)
         total = s.sum(axis=1)
-        L = float(pi @ total)
-        if measure == "mean_number":
-            return L
-        if measure == "mean_response_time":
-            return L / accepted
-        if measure == "mean_waiting_time":
-            return float(pi @ np.maximum(s - 1, 0).sum(axis=1)) / accepted
-        if measure == "mean_queue_lengths":
-            return [L / self.n_servers] * self.n_servers
-        if measure == "p_wait":
-            return float(pi[(s[:, 0] >= 1) & ~full].sum()) / (1.0 - p_lost)
-        if measure == "prob_empty":
-            return float(pi[total == 0].sum())
-        if measure == "blocking_probability":
-            if self.is_infinite:
-                raise ModelError("blocking_probability needs a finite capacity; got capacity=inf")
-            return p_lost
-        if measure == "queue_length_distributions":
-            K = self._finite_capacity_for(measure)
-            # exchangeable servers: a given queue is any sorted position with probability 1/n
-            marg = sum(np.bincount(s[:, i], weights=pi, minlength=K + 1) for i in range(self.n_servers))
-            return [(marg / self.n_servers).tolist()] * self.n_servers
-        raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover
-
-    def _finite_capacity_for(self, measure: str) -> int:
-        if self.is_infinite:
-            raise ModelError(f"{measure} needs a finite capacity; got capacity=inf")
-        return int(self.capacity)
-
-    def ctmc_measure(self, measure, chain, pi):
-        s = chain.states
-        p_lost = float(pi[chain.labels["full"]].sum()) if not self.is_infinite else 0.0
-        accepted = self.arrival_rate * (1.0 - p_lost)
-        total = s.sum(axis=1)
+        n = self.n_servers
         if measure == "mean_number":
             return float(pi @ total)
         if measure == "mean_response_time":
             return float(pi @ total) / accepted
         if measure == "mean_waiting_time":
             return float(pi @ np.maximum(s - 1, 0).sum(axis=1)) / accepted
-        if measure == "mean_queue_lengths":
-            return (pi @ s).tolist()
-        if measure == "p_wait":
-            routing = jsq_routing(s, np.asarray(self.service_rates, float), self.ties, self.capacity)
-            joined_busy = (routing * (s > 0)).sum(axis=1)
-            return float(pi @ joined_busy) / (1.0 - p_lost)
         if measure == "prob_empty":
             return float(pi[total == 0].sum())
         if measure == "blocking_probability":
-            if self.is_infinite:
-                raise ModelError("blocking_probability needs a finite capacity; got capacity=inf")
+            self._finite_capacity_for(measure)
             return p_lost
+        if measure == "mean_queue_lengths":
+            return [float(pi @ total) / n] * n if lumped else (pi @ s).tolist()
+        if measure == "p_wait":
+            if lumped:  # identical servers: an accepted arrival waits iff the shortest queue is busy
+                return float(pi[(s[:, 0] >= 1) & ~full].sum()) / (1.0 - p_lost)
+            routing = jsq_routing(s, np.asarray(self.service_rates, float), self.ties, self.capacity)
+            return float(pi @ (routing * (s > 0)).sum(axis=1)) / (1.0 - p_lost)
         if measure == "queue_length_distributions":
             K = self._finite_capacity_for(measure)
-            return [np.bincount(s[:, i], weights=pi, minlength=K + 1).tolist() for i in range(self.n_servers)]
+            marg = [np.bincount(s[:, i], weights=pi, minlength=K + 1) for i in range(n)]
+            if lumped:  # exchangeable servers: a given queue is any sorted position with probability 1/n
+                return [(sum(marg) / n).tolist()] * n
+            return [m.tolist() for m in marg]
         raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover
+
+    def lumped_measure(self, measure, chain, pi):
+        return self._measure(measure, chain, pi, lumped=True)
+
+    def ctmc_measure(self, measure, chain, pi):
+        return self._measure(measure, chain, pi, lumped=False)
+
+    def _finite_capacity_for(self, measure: str) -> int:
+        if self.is_infinite:
+            raise ModelError(f"{measure} needs a finite capacity; got capacity=inf")
+        return int(self.capacity)
