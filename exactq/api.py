@@ -129,7 +129,7 @@ def solve(
     spec = check_method_for(m, method_name)
 
     def verifiable(sp):
-        return sp.requires == "ctmc" or "verify" in sp.options
+        return bool(sp.setting("verify")) or "verify" in sp.options
 
     if verify and not verifiable(spec) and method in ("auto", None, "") and "ctmc" in type(m).methods:
         method_name, spec = "ctmc", check_method_for(m, "ctmc")  # verify re-solves the truncated chain
@@ -137,7 +137,7 @@ def solve(
         raise ModelError(f"tol must be in (0, 1); got {tol!r}")
     if truncation is not None and (int(truncation) != truncation or truncation < 1):
         raise ModelError(f"truncation must be an integer >= 1; got {truncation!r}")
-    if truncation is not None and spec.requires != "ctmc" and "truncation" not in spec.options:
+    if truncation is not None and "truncation" not in spec.options:
         raise ModelError(f"truncation applies to the ctmc and qbd methods; method {method_name!r} was chosen "
                          "(pass --method ctmc)")
     if verify and not verifiable(spec):
@@ -153,7 +153,12 @@ def solve(
     t0 = time.perf_counter()
     if not lump:
         extra["lump"] = False
-    result = spec.fn(m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, **extra)
+    if spec.driver is not None:
+        from .methods import run
+
+        result = run(spec, m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, options=extra)
+    else:
+        result = spec.fn(m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, **extra)
     result.measure = name
     if not result.seconds:
         result.seconds = time.perf_counter() - t0
@@ -164,12 +169,60 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
           strict: bool = False, **params: Any) -> Result:
     """Evaluate a CSL-style query (``S=? [ q1 > 5 ]``, ``P=? [ F<=10 q1 = 3 ]``, ...).
 
-    The model must offer a CTMC; infinite models are truncated automatically (or at
-    ``truncation``) until the query's value changes by less than ``tol``.
+    The model must offer a CTMC. Infinite models are truncated by the one truncation
+    driver (:func:`exactq.truncation.grow`): the level grows until the query's value
+    has converged to ``tol`` and the truncation's influence is below ``tol`` (the
+    stationary mass on the boundary for ``S=?``/``E=?``; for path queries, the
+    probability of reaching the boundary while the formula is undecided, which bounds
+    the truncation error), or is fixed at ``truncation``.
+
+    Examples
+    --------
+    M/M/1/3 with arrival rate 1 and service rate 2, blocking probability
+    ``rho^3 (1 - rho) / (1 - rho^4)``:
+
+    >>> r = check("mmck", "S=? [ n = 3 ]", arrival_rate=1, servers=1, capacity=3, service_rate=2)
+    >>> abs(r.value - 0.5**3 * 0.5 / (1 - 0.5**4)) < 1e-12
+    True
     """
-    from exactq.solvers.ctmc_method import check_query
+    from exactq.solvers.csl import check_chain
+    from exactq.query import parse_query
+
+    from .methods import boundary_evaluation
+    from .truncation import Evaluation, grow
 
     m = _as_model(model, params)
     if not m.offers("ctmc"):
         raise NotApplicableError(f"model {m.name} has no CTMC representation; queries need one")
-    return check_query(m, query, tol=tol, truncation=truncation, strict=strict)
+    q = parse_query(query)
+    t0 = time.perf_counter()
+    infinite = bool(getattr(m, "is_infinite", False))
+    if not infinite and truncation is not None:
+        raise ModelError(f"truncation applies to infinite models only; model {m.name} is finite")
+
+    def solve(chain, previous):
+        return check_chain(chain, q, strict=strict)
+
+    def evaluate(chain, answer):
+        value = answer.result.value
+        if answer.stationary is not None:
+            return boundary_evaluation(chain, answer.stationary, value, answer.value_under)
+        hit = answer.boundary_probability or 0.0
+        return Evaluation(value, hit, hit)
+
+    if not infinite:
+        chain = m.ctmc(None)
+        res = solve(chain, None).result
+    else:
+        size = getattr(m, "ctmc_size", None)
+        out = grow(lambda level, _prev: m.ctmc(level), solve, evaluate, tol=tol,
+                   start=None if truncation is not None else int(m.truncation_start(tol)),
+                   fixed=truncation, size=size, strict=strict)
+        res = out.solution.result
+        res.error_estimate = max(out.error_estimate or 0.0, res.error_estimate or 0.0)
+        res.info.update(out.info)
+        chain = out.representation
+    res.measure = query
+    res.n_states = chain.n_states
+    res.seconds = time.perf_counter() - t0
+    return res

@@ -1,14 +1,23 @@
-"""The catalogue: models by name and methods by name.
+"""The catalogue: models, methods and solvers by name.
 
-A model is a frozen dataclass deriving from :class:`Model`, registered with
+A **model** is a frozen dataclass deriving from :class:`Model`, registered with
 :func:`register_model`. It declares its parameters (:class:`~exactq.params.Param`),
 its measures (name -> one-line description) and the methods it offers, in order of
 preference; the first is used by ``method="auto"``.
 
-A method is a function ``fn(model, measure, **options) -> Result`` registered with
-:func:`register_method`, together with the representation it needs (the name of a
-model method such as ``"ctmc"`` or ``"closed_form"``). The API and the command line
-know models and methods only through this catalogue.
+A **solver** is a function ``fn(representation, **options) -> solution`` registered
+with :func:`register_solver` for a representation type (``CTMC``, ``QBD``, ...),
+optionally with an ``applies(representation)`` test of the structure it needs.
+:func:`solve_representation` dispatches on the representation's type and declared
+structure, never on a model's name.
+
+A **method** is what a user names (``--method qbd``): registered with
+:func:`register_method`, it pairs a *driver* of :mod:`exactq.methods` (``single``,
+``adaptive`` or ``model``) with the model's representation *factory* (the name of a
+model method such as ``"ctmc"`` or ``"qbd"``). The driver builds the representation,
+has it solved by the registered solver and lets the model map the solution to the
+measure (``<factory>_measure``). The API and the command line know models, methods
+and solvers only through this catalogue.
 """
 
 from __future__ import annotations
@@ -23,8 +32,12 @@ from .params import Param, parse_params
 __all__ = [
     "Model",
     "MethodSpec",
+    "SolverSpec",
     "register_model",
     "register_method",
+    "register_solver",
+    "solve_representation",
+    "solvers_for",
     "get_model",
     "get_method",
     "model_names",
@@ -35,6 +48,8 @@ __all__ = [
 _MODELS: dict[str, type] = {}
 # a method name may have one implementation per representation (e.g. "closed-form")
 _METHODS: dict[str, list["MethodSpec"]] = {}
+# representation type -> the solvers registered for it, in registration order
+_SOLVERS: dict[type, list["SolverSpec"]] = {}
 
 
 class Model:
@@ -84,16 +99,43 @@ class Model:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A registered solution method."""
+    """A registered solution method.
+
+    ``requires`` is the model's representation factory (``"ctmc"``, ``"qbd"``, ...);
+    ``driver`` names the generic driver of :mod:`exactq.methods` that runs it, with
+    its ``settings``. (A method registered with a function ``fn(model, measure,
+    **options)`` instead of a driver is run by that function.)
+    """
 
     name: str
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | None
     requires: str
     doc: str
     options: tuple[str, ...] = ()
+    driver: str | None = None
+    settings: tuple = ()
 
     def applies_to(self, model: Model) -> bool:
         return model.offers(self.requires)
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        return dict(self.settings).get(key, default)
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """A registered solver: ``fn(representation, **options) -> solution``."""
+
+    name: str
+    representation: type
+    fn: Callable[..., Any]
+    doc: str
+    options: tuple[str, ...] = ()
+    applies: Callable[[Any], str | None] | None = None
+
+    def refusal(self, rep: Any) -> str | None:
+        """Why the solver does not apply to ``rep`` (``None`` when it does)."""
+        return None if self.applies is None else self.applies(rep)
 
 
 def register_model(cls: type) -> type:
@@ -111,19 +153,94 @@ def register_model(cls: type) -> type:
     return cls
 
 
-def register_method(name: str, *, requires: str, doc: str, options: tuple[str, ...] = ()):
-    """Decorator: register ``fn(model, measure, **options) -> Result`` as method ``name``."""
+def _add_method(spec: MethodSpec) -> None:
+    specs = _METHODS.setdefault(spec.name, [])
+    for other in specs:
+        if other.requires == spec.requires and other != spec:
+            raise ValueError(f"method {spec.name!r} for representation {spec.requires!r} registered twice")
+    if spec not in specs:
+        specs.append(spec)
+
+
+def register_method(name: str, *, requires: str, doc: str, options: tuple[str, ...] = (),
+                    driver: str | None = None, **settings):
+    """Register method ``name`` for models offering the representation factory ``requires``.
+
+    With ``driver`` (``"single"``, ``"adaptive"`` or ``"model"``, see
+    :mod:`exactq.methods`) the method is registered at once and run by that driver
+    with ``settings``; without it, this is a decorator for a function
+    ``fn(model, measure, **options) -> Result`` that runs the method itself.
+    """
+    if driver is not None:
+        _add_method(MethodSpec(name, None, requires, doc, tuple(options), driver, tuple(sorted(settings.items()))))
+        return None
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        specs = _METHODS.setdefault(name, [])
-        for other in specs:
-            if other.requires == requires and other.fn is not fn:
-                raise ValueError(f"method {name!r} for representation {requires!r} registered twice")
-        if not any(other.fn is fn for other in specs):
-            specs.append(MethodSpec(name, fn, requires, doc, options))
+        _add_method(MethodSpec(name, fn, requires, doc, tuple(options)))
         return fn
 
     return deco
+
+
+def register_solver(representation: type, *, name: str, doc: str, options: tuple[str, ...] = (),
+                    applies: Callable[[Any], str | None] | None = None):
+    """Decorator: register ``fn(representation, **options) -> solution`` for a representation type.
+
+    ``applies(rep)`` returns ``None`` when the solver can handle ``rep`` and otherwise
+    the reason it cannot (a declared structure it needs); solvers registered first
+    are preferred.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        specs = _SOLVERS.setdefault(representation, [])
+        if any(s.name == name and s.fn is not fn for s in specs):
+            raise ValueError(f"solver {name!r} for {representation.__name__} registered twice")
+        if not any(s.fn is fn for s in specs):
+            specs.append(SolverSpec(name, representation, fn, doc, tuple(options), applies))
+        return fn
+
+    return deco
+
+
+def solvers_for(rep: Any) -> list[SolverSpec]:
+    """The solvers registered for the type of ``rep`` (or a base class of it)."""
+    _load()
+    return [s for cls in type(rep).__mro__ for s in _SOLVERS.get(cls, ())]
+
+
+def solve_representation(rep: Any, using: str | None = None, **options) -> Any:
+    """Solve ``rep`` with the registered solver named ``using``, or the first one that applies.
+
+    Solvers that declare a structure they need (``applies``) and accept ``rep`` are
+    tried before the general ones, in registration order. ``options`` go to the
+    solver.
+
+    Raises
+    ------
+    NotApplicableError
+        No solver is registered for the representation's type, the named one is not,
+        or none applies to its structure (the message gives each solver's reason).
+    """
+    specs = solvers_for(rep)
+    kind = type(rep).__name__
+    if not specs:
+        raise NotApplicableError(f"no solver is registered for the {kind} representation")
+    if using is not None:
+        named = [s for s in specs if s.name == using]
+        if not named:
+            raise NotApplicableError(f"solver {using!r} does not apply to a {kind}; valid: "
+                                     f"{', '.join(s.name for s in specs)}")
+        why = named[0].refusal(rep)
+        if why:
+            raise NotApplicableError(f"solver {using!r} does not apply to this {kind}: {why}")
+        return named[0].fn(rep, **options)
+    reasons = []
+    for s in sorted(specs, key=lambda s: s.applies is None):  # declared structure first
+        why = s.refusal(rep)
+        if why is None:
+            return s.fn(rep, **options)
+        reasons.append(f"{s.name}: {why}")
+    raise NotApplicableError(f"no registered solver applies to this {kind} ({'; '.join(reasons)})")
 
 
 #: module name -> "ExceptionType: message" for plug-in modules that failed to import
@@ -164,7 +281,15 @@ def get_model(name: str) -> type:
     try:
         return _MODELS[name]
     except KeyError:
-        raise ModelError(f"unknown model {name!r}; valid: {', '.join(sorted(_MODELS))}") from None
+        pass
+    if LOAD_ERRORS:
+        # a model may be unknown only because its module failed to import: say so, with the cause
+        mod = name.replace("-", "_")
+        failed = [f"{m} ({err})" for m, err in LOAD_ERRORS.items() if m.rsplit(".", 1)[-1] == mod] or \
+            [f"{m} ({err})" for m, err in LOAD_ERRORS.items()]
+        raise ModelError(f"model {name!r} is not available: plug-in module {'; '.join(failed)} failed to load; "
+                         f"available: {', '.join(sorted(_MODELS)) or '(none)'}")
+    raise ModelError(f"unknown model {name!r}; valid: {', '.join(sorted(_MODELS))}")
 
 
 def get_method(name: str) -> list[MethodSpec]:

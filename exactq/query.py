@@ -17,8 +17,9 @@ continuous time). ``P=?`` and ``T=?`` are reported for the chain's initial state
 
 :func:`parse_query` turns the text into one of the frozen dataclasses
 :class:`SteadyProbability`, :class:`SteadyExpectation`, :class:`Until`,
-:class:`ExpectedTime`; :func:`check` evaluates it on a chain and returns a
-:class:`~exactq.result.Result`.
+:class:`ExpectedTime`. They are evaluated on a chain by the model-checking algorithms
+beside the other solvers, :func:`exactq.solvers.csl.check_chain`; :func:`exactq.check`
+runs them on a model, truncating infinite ones adaptively.
 
 References
 ----------
@@ -32,18 +33,11 @@ References
 from __future__ import annotations
 
 import math
-import time
-import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Union
+from typing import ClassVar, Union
 
-import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
-
-from .errors import ModelError, NotApplicableError
+from .errors import ModelError
 from .expr import Expression, Token, describe_token, parse_expression, parse_fragment, syntax_error, tokenize
-from .result import Result
 
 __all__ = [
     "Query",
@@ -52,10 +46,10 @@ __all__ = [
     "Until",
     "ExpectedTime",
     "parse_query",
-    "check",
+    "TRUE",
 ]
 
-_TRUE = parse_expression("true")
+TRUE = parse_expression("true")
 
 
 @dataclass(frozen=True)
@@ -103,7 +97,7 @@ class Until:
         if self.text:
             return self.text
         bound = "" if self.time_bound is None else f"<={self.time_bound:g}"
-        if self.left == _TRUE:
+        if self.left == TRUE:
             return f"P=? [ F{bound} {self.right.text} ]"
         return f"P=? [ {self.left.text} U{bound} {self.right.text} ]"
 
@@ -197,7 +191,7 @@ class _QueryParser:
         if inner and inner[0].kind == "name" and inner[0].text == "F":
             bound, rest = self.bound(inner[1:], end, "F")
             after = "F" if bound is None else _fmt_bound(bound, inner)
-            return Until(_TRUE, self.expression(rest, after, end), bound, self.text)
+            return Until(TRUE, self.expression(rest, after, end), bound, self.text)
         depth = 0
         split = []
         for j, tk in enumerate(inner):
@@ -285,199 +279,3 @@ def parse_query(text: str) -> Query:
     if not isinstance(text, str):
         raise ModelError(f"query must be a string; got {type(text).__name__}")
     return _QueryParser(text).parse()
-
-
-# ---------------------------------------------------------------------------------
-# checking
-# ---------------------------------------------------------------------------------
-
-def _direct_stationary(Q) -> tuple[np.ndarray, dict]:
-    """Stationary distribution by one sparse LU solve (normalisation replaces one equation).
-
-    A minimal fallback for :func:`check` when no ``stationary`` callable is given;
-    it assumes an irreducible chain and refuses (rather than guesses) otherwise.
-    """
-    A = sp.csr_array(Q, dtype=float)
-    n = A.shape[0]
-    if n == 1:
-        return np.ones(1), {"method": "trivial"}
-    M = sp.vstack([A.T.tocsr()[: n - 1], sp.csr_array(np.ones((1, n)))]).tocsc()
-    b = np.zeros(n)
-    b[-1] = 1.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", spla.MatrixRankWarning)
-        pi = np.asarray(spla.spsolve(M, b), dtype=float)
-    if not np.all(np.isfinite(pi)) or np.any(pi < -1e-10):
-        raise NotApplicableError("the direct stationary solve failed (singular system); the chain is probably "
-                                 "reducible: pass a stationary= solver that handles it")
-    pi = np.clip(pi, 0.0, None)
-    pi /= pi.sum()
-    return pi, {"method": "spsolve"}
-
-
-def _small(info: dict) -> dict:
-    """Keep only scalar entries (no per-state vectors) of a solver's info."""
-    return {k: v for k, v in info.items() if isinstance(v, (str, bool, int, float, np.generic, type(None)))}
-
-
-def _condition(expr: Expression, ns: dict, n: int, role: str) -> np.ndarray:
-    v = expr(ns, n)
-    if v.dtype == bool:
-        return v
-    if v.dtype.kind in "iu" and np.all((v == 0) | (v == 1)):
-        return v.astype(bool)
-    raise ModelError(f"{role} must be a condition (true or false in each state); {expr.text!r} is numeric")
-
-
-def check(chain: Any, query: str | Query, *, eps: float = 1e-12,
-          stationary: Callable[[Any], tuple[np.ndarray, dict]] | None = None) -> Result:
-    """Evaluate a query on a CTMC.
-
-    Parameters
-    ----------
-    chain : object
-        Any object with ``Q`` ((n, n) sparse generator, rows sum to 0),
-        ``n_states``, ``namespace()`` (dict of name -> (n,) array or scalar: state
-        variables, rewards, labels, constants) and ``initial`` (the index of the
-        initial state, or an (n,) initial distribution).
-    query : str or Query
-        The query text or a parsed query (:func:`parse_query`).
-    eps : float
-        Truncation bound of the Fox–Glynn weights for time-bounded queries.
-    stationary : callable, optional
-        ``stationary(Q) -> (pi, info)`` for ``S=?`` and ``E=?``. By default one
-        sparse LU solve with the last balance equation replaced by normalisation
-        (irreducible chains only).
-
-    Returns
-    -------
-    Result
-        ``value`` (at the initial state for ``P=?``/``T=?``), ``method``
-        (``query/stationary``, ``query/uniformisation``, ``query/reachability`` or
-        ``query/expected_time``), ``residual`` (``max |pi Q|`` or the linear solve's
-        scaled residual), ``error_estimate`` (the truncated Poisson mass for
-        time-bounded queries, which bounds the error), ``n_states``, ``seconds``,
-        ``measure`` (the query text) and a small ``info`` dict (``query``, ``kind``
-        and the solver's scalar details; never per-state vectors).
-
-    Raises
-    ------
-    QuerySyntaxError
-        For a malformed query.
-    ModelError
-        For unknown names, a numeric expression where a condition is needed (or the
-        reverse), a bad initial state, or an invalid generator.
-
-    Notes
-    -----
-    ``S=?`` and ``E=?`` are ``Σ_s π_s [b](s)`` and ``Σ_s π_s e(s)``. Time-bounded
-    until is computed by uniformisation on the chain made absorbing in ``b`` and in
-    ``¬a ∧ ¬b`` [BHHK03]_ (:func:`exactq.solvers.transient.bounded_until`),
-    unbounded until and expected times by graph analysis and a sparse solve
-    (:mod:`exactq.solvers.reachability`). ``T=?`` is ``inf`` when the target may be
-    missed (``info["reached_surely"]`` is then False).
-
-    Examples
-    --------
-    M/M/1/3 with arrival rate 1 and service rate 2: the blocking probability is
-    ``ρ^3 (1 - ρ) / (1 - ρ^4)`` with ``ρ = 1/2``.
-
-    >>> import scipy.sparse as sp
-    >>> class Chain:
-    ...     Q = sp.csr_array([[-1, 1, 0, 0], [2, -3, 1, 0], [0, 2, -3, 1], [0, 0, 2, -2]], dtype=float)
-    ...     n_states, initial = 4, 0
-    ...     def namespace(self):
-    ...         return {"q": np.arange(4)}
-    >>> r = check(Chain(), "S=? [ q = 3 ]")
-    >>> bool(np.isclose(r.value, 0.5**3 * 0.5 / (1 - 0.5**4)))
-    True
-    """
-    t0 = time.perf_counter()
-    q = parse_query(query)
-    text = str(q)
-    Q = chain.Q
-    n = int(chain.n_states)
-    if Q.shape != (n, n):
-        raise ModelError(f"chain.Q must have shape ({n}, {n}); got {Q.shape}")
-    ns = chain.namespace()
-    info: dict = {"query": text, "kind": q.kind}
-    residual = error_estimate = None
-
-    if isinstance(q, (SteadyProbability, SteadyExpectation)):
-        if isinstance(q, SteadyProbability):
-            values = _condition(q.expr, ns, n, "the argument of S=?").astype(float)
-        else:
-            values = q.expr(ns, n)
-            values = values.astype(float)
-        pi, sinfo = (stationary or _direct_stationary)(Q)
-        pi = np.asarray(pi, dtype=float)
-        if pi.shape != (n,):
-            raise ModelError(f"the stationary solver returned shape {pi.shape}; expected ({n},)")
-        used = pi > 0
-        bad = used & ~np.isfinite(values)
-        if np.any(bad):
-            i = int(np.flatnonzero(bad)[0])
-            raise ModelError(f"{q.expr.text!r} is not finite in state {i}, which has positive probability")
-        value = float(np.dot(pi[used], values[used]))
-        flow = np.asarray(sp.csr_array(Q).T @ pi).ravel()
-        residual = float(np.max(np.abs(flow)))
-        if sinfo.get("error_estimate") is not None:
-            error_estimate = float(sinfo["error_estimate"])
-        info["stationary"] = _small(sinfo)
-        method = "query/stationary"
-    else:
-        init = _initial(chain, n)
-        if isinstance(q, Until):
-            left = _condition(q.left, ns, n, "the left side of U")
-            right = _condition(q.right, ns, n, "the target of the path formula")
-            if q.time_bound is not None:
-                from exactq.solvers.transient import bounded_until
-
-                per_state, sinfo = bounded_until(Q, left, right, q.time_bound, eps=eps)
-                error_estimate = float(sinfo["truncated_mass"])
-                info.update(time_bound=q.time_bound, uniformisation_rate=sinfo["uniformisation_rate"],
-                            fox_glynn=sinfo["fox_glynn"], matvecs=sinfo["matvecs"])
-                method = "query/uniformisation"
-            else:
-                from exactq.solvers.reachability import until_probability
-
-                per_state, sinfo = until_probability(Q, left, right)
-                residual = float(sinfo["residual"])
-                info.update(_small(sinfo))
-                method = "query/reachability"
-        else:
-            from exactq.solvers.reachability import expected_time
-
-            target = _condition(q.target, ns, n, "the target of T=?")
-            per_state, sinfo = expected_time(Q, target)
-            residual = float(sinfo["residual"])
-            info.update(_small(sinfo))
-            method = "query/expected_time"
-        value = _at_initial(per_state, init)
-        if isinstance(q, ExpectedTime):
-            info["reached_surely"] = bool(math.isfinite(value))
-        info.pop("seconds", None)
-    return Result(value=value, method=method, residual=residual, error_estimate=error_estimate, n_states=n,
-                  seconds=time.perf_counter() - t0, measure=text, info=info)
-
-
-def _initial(chain: Any, n: int) -> int | np.ndarray:
-    init = getattr(chain, "initial", None)
-    if init is None:
-        raise ModelError("P=? and T=? need the chain's initial state; chain.initial is None")
-    arr = np.asarray(init)
-    if arr.ndim == 0:
-        if arr.dtype.kind not in "iu" or not (0 <= int(arr) < n):
-            raise ModelError(f"chain.initial must be a state index in [0, {n}); got {init!r}")
-        return int(arr)
-    arr = arr.astype(float)
-    if arr.shape != (n,) or np.any(arr < 0) or abs(math.fsum(arr) - 1.0) > 1e-9:
-        raise ModelError(f"chain.initial must be a state index or a distribution of shape ({n},)")
-    return arr
-
-
-def _at_initial(per_state: np.ndarray, init: int | np.ndarray) -> float:
-    if isinstance(init, int):
-        return float(per_state[init])
-    used = init > 0
-    return float(np.dot(init[used], per_state[used]))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Result"]
+__all__ = ["Result", "Estimate"]
 
 
 def _plain(x: Any) -> Any:
@@ -23,6 +23,22 @@ def _plain(x: Any) -> Any:
     if isinstance(x, float) and not np.isfinite(x):
         return None if np.isnan(x) else ("inf" if x > 0 else "-inf")
     return x
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A model's value of a measure from one solution, when it says more than the value.
+
+    ``error`` is an absolute error estimate, ``lower``/``upper`` rigorous bounds, and
+    ``info`` details for the result (``info["record"]``, if present, goes into the
+    truncation history instead).
+    """
+
+    value: Any
+    error: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    info: dict = field(default_factory=dict)
 
 
 @dataclass

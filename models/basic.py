@@ -19,6 +19,7 @@ from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, UnstableError
 from exactq.params import Param
 from exactq.statespace import StateSpace
+from exactq.truncation import Truncation
 
 __all__ = ["MM1", "MMc", "MMcK"]
 
@@ -70,11 +71,12 @@ class _BirthDeath(Model):
             Event("arrival", lambda s: (np.full(len(s), lam), s + 1)),
             Event("departure", lambda s: (mu * np.minimum(s[:, 0], c), s - 1)),
         ]
-        trunc = {"level": K, "rule": "block"} if self._capacity is None else {}
+        trunc = Truncation(K, "block", "number in system") if self._capacity is None else None
         return build_ctmc(space, events, initial=0, truncation=trunc,
                           constants={"c": c, "K": K})
 
-    def ctmc_measure(self, measure, chain, pi):
+    def ctmc_measure(self, measure, chain, sol):
+        pi = sol.pi
         n = chain.states[:, 0].astype(float)
         K = chain.states[-1, 0]
         c = self._servers

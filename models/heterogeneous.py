@@ -29,7 +29,7 @@ for every class, the multiset of its queue lengths (stored as a non-increasing v
 each queue truncated at a level K that the ``ctmc`` method grows until the measure
 converges (an arrival to a queue at K is blocked and accounted as cut rate). States
 are ranked in closed form (combinatorial number system per class, mixed radix across
-classes; :class:`ClassSortedSpace`), so no 64-bit key can overflow. The chain has
+classes; :class:`~exactq.statespace.SortedSpace`), so no 64-bit key can overflow. The chain has
 prod_j C(K + counts_j, counts_j) states.
 
 ``fluid`` (``counts=inf`` with ``fractions``, or finite ``counts`` read as fractions
@@ -70,14 +70,12 @@ from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, TruncationError, UnstableError
 from exactq.params import Param, parse_params
-from exactq.statespace import StateSpace
+from exactq.statespace import SortedSpace
+from exactq.truncation import Truncation
 
 __all__ = [
     "SpeedAware",
     "SpeedAwareLimit",
-    "ClassSortedSpace",
-    "sorted_tuples",
-    "rank_sorted",
     "speed_aware_routing",
     "POLICIES",
     "DISPATCH_OF_POLICY",
@@ -89,151 +87,6 @@ DISPATCH_OF_POLICY = {"sa-jsq": "priority", "sa-jiq": "priority", "jsq": "idle-u
                       "jiq": "idle-uniform", "random": "uniform"}
 #: refuse to build lumped chains larger than this (the ``ctmc`` method stops at 6e6 too)
 MAX_BUILD_STATES = 6_000_000
-
-
-# -- ranking of non-increasing vectors (one class) --------------------------------------
-
-
-def _binomial_table(size: int, level: int) -> np.ndarray:
-    """``T[i, b] = C(b, size - i)`` for positions i < size and b < level + size (int64)."""
-    top = level + size
-    return np.array([[math.comb(b, size - i) for b in range(top)] for i in range(size)], dtype=np.int64)
-
-
-def sorted_tuples(size: int, level: int) -> np.ndarray:
-    """All non-increasing integer vectors of length ``size`` with entries in 0..level.
-
-    Row r is the vector of rank r (:func:`rank_sorted`): a_1 >= ... >= a_size is mapped
-    to the strictly decreasing b_i = a_i + size - i, whose combinadic rank is
-    sum_i C(b_i, size - i + 1) (Knuth, TAOCP 4A, sec. 7.2.1.3, eq. (3)). Unranked
-    greedily, one position at a time, for all ranks at once.
-
-    Returns
-    -------
-    (C(level + size, size), size) int64 array
-
-    Examples
-    --------
-    >>> sorted_tuples(2, 1).tolist()
-    [[0, 0], [1, 0], [1, 1]]
-    """
-    table = _binomial_table(size, level)
-    count = math.comb(level + size, size)
-    r = np.arange(count, dtype=np.int64)
-    out = np.empty((count, size), dtype=np.int64)
-    for i in range(size):  # loop over positions, not states
-        b = np.searchsorted(table[i], r, side="right") - 1
-        r = r - table[i][b]
-        out[:, i] = b - (size - 1 - i)
-    return out
-
-
-def rank_sorted(rows: np.ndarray, level: int, table: np.ndarray | None = None) -> np.ndarray:
-    """Rank of each non-increasing row among :func:`sorted_tuples` (``-1`` if not one).
-
-    Parameters
-    ----------
-    rows : (n, size) int array
-    level : int
-        Largest entry allowed.
-    table : ndarray, optional
-        ``_binomial_table(size, level)`` when already computed.
-
-    Examples
-    --------
-    >>> rank_sorted(np.array([[1, 1], [0, 1], [2, 0]]), 1).tolist()
-    [2, -1, -1]
-    """
-    rows = np.asarray(rows, dtype=np.int64)
-    n, size = rows.shape
-    if table is None:
-        table = _binomial_table(size, level)
-    ok = (rows.min(axis=1) >= 0) & (rows.max(axis=1) <= level)
-    if size > 1:
-        ok &= np.all(rows[:, :-1] >= rows[:, 1:], axis=1)
-    b = np.clip(rows, 0, level) + (size - 1 - np.arange(size))
-    rank = table[np.arange(size)[None, :], b].sum(axis=1)
-    return np.where(ok, rank, -1)
-
-
-class ClassSortedSpace(StateSpace):
-    """States of N servers lumped within classes: per class a non-increasing vector.
-
-    Columns are grouped by class (class 1 first); within a class the queue lengths are
-    non-increasing, each in 0..``level``. The index is the mixed-radix combination of
-    the per-class ranks (:func:`rank_sorted`), last class fastest, so the space is
-    ranked in closed form and holds prod_j C(level + counts_j, counts_j) states.
-
-    Parameters
-    ----------
-    counts : sequence of int
-        Servers per class.
-    level : int
-        Largest queue length K.
-    max_states : int
-        Refuse (``TruncationError``) above this many states, before allocating.
-
-    Examples
-    --------
-    >>> s = ClassSortedSpace([2, 1], 1)
-    >>> s.n_states, s.states[s.index(np.array([[1, 0, 1]]))[0]].tolist()
-    (6, [1, 0, 1])
-    """
-
-    def __init__(self, counts, level: int, *, max_states: int = MAX_BUILD_STATES):
-        self.counts = tuple(int(c) for c in counts)
-        self.level = int(level)
-        if self.level < 1:
-            raise ModelError(f"truncation level must be >= 1; got {level}")
-        sizes = [math.comb(self.level + c, c) for c in self.counts]
-        total = math.prod(sizes)
-        if total > max_states:
-            raise TruncationError(
-                f"the lumped chain with counts {list(self.counts)} at truncation level {self.level} "
-                f"has {total} states, above the limit of {max_states}"
-            )
-        J = len(self.counts)
-        self._tables = [_binomial_table(c, self.level) for c in self.counts]
-        self.class_sizes = np.array(sizes, dtype=np.int64)
-        self.class_strides = np.concatenate([np.cumprod(self.class_sizes[::-1])[::-1][1:], [1]]).astype(np.int64)
-        self.class_slices = []
-        start = 0
-        for c in self.counts:
-            self.class_slices.append(slice(start, start + c))
-            start += c
-        idx = np.arange(total, dtype=np.int64)
-        blocks = [sorted_tuples(c, self.level)[(idx // self.class_strides[j]) % sizes[j]]
-                  for j, c in enumerate(self.counts)]
-        self.states = np.concatenate(blocks, axis=1)
-        self.states.flags.writeable = False
-        self.names = tuple(f"q{j + 1}_{i + 1}" for j in range(J) for i in range(self.counts[j]))
-        self.keys = idx
-        self.lo = np.zeros(len(self.names), dtype=np.int64)
-        self.hi = np.full(len(self.names), self.level, dtype=np.int64)
-        self.radix = self.hi - self.lo + 1
-        self.strides = None
-        self.is_box = False
-
-    def _raw_key(self, rows: np.ndarray) -> np.ndarray:
-        return self.index(rows)
-
-    def index(self, rows) -> np.ndarray:
-        """Index of each row (``-1`` where a queue exceeds the level or a class is unsorted)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        if rows.ndim == 1:
-            rows = rows[None, :]
-        out = np.zeros(len(rows), dtype=np.int64)
-        bad = np.zeros(len(rows), dtype=bool)
-        for j, sl in enumerate(self.class_slices):  # loop over classes
-            r = rank_sorted(rows[:, sl], self.level, self._tables[j])
-            bad |= r < 0
-            out += np.maximum(r, 0) * self.class_strides[j]
-        return np.where(bad, -1, out)
-
-    def format_state(self, i: int) -> str:
-        """``(class1=[2, 1, 0], class2=[1, 1])`` for state ``i``."""
-        row = self.states[i]
-        return "(" + ", ".join(f"class{j + 1}={row[sl].tolist()}" for j, sl in enumerate(self.class_slices)) + ")"
 
 
 # -- routing ------------------------------------------------------------------------------
@@ -478,7 +331,8 @@ class SpeedAware(Model):
         if truncation is None:
             raise ModelError("speed-aware needs a truncation level for its CTMC")
         K = int(truncation)
-        space = ClassSortedSpace(self.counts, K)
+        names = [f"q{j + 1}_{i + 1}" for j, c in enumerate(self.counts) for i in range(c)]
+        space = SortedSpace(self.counts, level=K, order="descending", names=names, max_states=MAX_BUILD_STATES)
         states = space.states
         N = self.n_servers
         cls = self.server_class
@@ -521,22 +375,21 @@ class SpeedAware(Model):
             rewards[f"busy{j + 1}"] = busy[:, j]
             rewards[f"jobs{j + 1}"] = jobs[:, j]
         consts = {"K": K, "N": N, "arrival_rate": self.arrival_rate}
-        chain = build_ctmc(space, events, initial=np.zeros(N, np.int64), rewards=rewards, constants=consts,
-                           truncation={"level": K, "rule": "block", "variables": "each queue"})
         # many dimensions, narrow levels: a block-banded LU by total jobs fills 6x less
         # than nested dissection (53,361 states: 5.5M vs 34M factor entries)
-        chain.ordering = "level" if N > 3 else "auto"
-        return chain
+        return build_ctmc(space, events, initial=np.zeros(N, np.int64), rewards=rewards, constants=consts,
+                          truncation=Truncation(K, "block", "each queue"), ordering="level" if N > 3 else "auto")
 
     def _server_label(self, p: int) -> str:
         j = int(self.server_class[p])
         return f"class{j + 1}_{p - int(sum(self.counts[:j])) + 1}"
 
-    def ctmc_measure(self, measure, chain, pi):
+    def ctmc_measure(self, measure, chain, sol):
+        pi = sol.pi
         s = chain.states
         N = self.n_servers
         counts = np.asarray(self.counts, dtype=float)
-        K = int(chain.truncation["level"])
+        K = int(chain.truncation.level)
         cls = self.server_class
         onehot = (cls[:, None] == np.arange(len(self.counts))[None, :]).astype(float)
         lam_total = N * self.arrival_rate

@@ -25,7 +25,8 @@ from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.params import Param
-from exactq.statespace import StateSpace
+from exactq.statespace import SortedSpace, StateSpace
+from exactq.truncation import Truncation
 
 __all__ = ["JSQ", "jsq_routing"]
 
@@ -180,10 +181,10 @@ class JSQ(Model):
             if truncation is None:
                 raise ModelError("jsq without capacity needs a truncation level")
             K = int(truncation)
-            trunc = {"level": K, "rule": "block", "variables": "each queue"}
+            trunc = Truncation(K, "block", "each queue")
         else:
             K = int(self.capacity)
-            trunc = {}
+            trunc = None
         mu = np.asarray(self.service_rates, dtype=float)
         lam = self.arrival_rate
         space = StateSpace.box([f"q{i + 1}" for i in range(n)], hi=[K] * n)
@@ -220,7 +221,7 @@ class JSQ(Model):
         n = self.n_servers
         K = int(truncation) if self.is_infinite else int(self.capacity)
         mu, lam = float(self.service_rates[0]), self.arrival_rate
-        space = StateSpace.sorted_vectors([f"s{i + 1}" for i in range(n)], K)
+        space = SortedSpace([n], level=K, names=[f"s{i + 1}" for i in range(n)])
 
         def arrival(st):
             t = st.copy()
@@ -237,15 +238,15 @@ class JSQ(Model):
                 return mu * (st[:, i] > 0), t
             return Event(f"departure_pos{i + 1}", fn)
 
-        trunc = {"level": K, "rule": "block", "variables": "each queue", "lumped": "sorted queue lengths"} \
-            if self.is_infinite else {}
+        trunc = Truncation(K, "block", "each queue (sorted queue lengths)") if self.is_infinite else None
         return build_ctmc(space, [Event("arrival", arrival)] + [departure(i) for i in range(n)],
                           initial=np.zeros(n, np.int64), truncation=trunc,
                           constants={"K": K, "capacity": K, "arrival_rate": lam},
                           labels={"full": space.states[:, 0] >= self.capacity})
 
-    def _measure(self, measure, chain, pi, *, lumped: bool):
+    def _measure(self, measure, chain, sol, *, lumped: bool):
         """Measures of the full chain (states q_i) or the lumped one (sorted queue lengths)."""
+        pi = sol.pi
         s = chain.states
         full = chain.labels["full"]
         p_lost = float(pi[full].sum()) if not self.is_infinite else 0.0
@@ -278,11 +279,11 @@ class JSQ(Model):
             return [m.tolist() for m in marg]
         raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover
 
-    def lumped_measure(self, measure, chain, pi):
-        return self._measure(measure, chain, pi, lumped=True)
+    def lumped_measure(self, measure, chain, sol):
+        return self._measure(measure, chain, sol, lumped=True)
 
-    def ctmc_measure(self, measure, chain, pi):
-        return self._measure(measure, chain, pi, lumped=False)
+    def ctmc_measure(self, measure, chain, sol):
+        return self._measure(measure, chain, sol, lumped=False)
 
     def _finite_capacity_for(self, measure: str) -> int:
         if self.is_infinite:

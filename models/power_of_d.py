@@ -80,6 +80,7 @@ from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.params import Param
 from exactq.statespace import StateSpace
+from exactq.truncation import Truncation
 
 from .power_of_d_chain import (  # noqa: F401  (re-exported: the model's public API)
     LumpedChain,
@@ -416,11 +417,12 @@ class PowerOfD(Model):
 
         events = [arrival(b) for b in range(n)] + [departure(a) for a in range(n)]
         return build_ctmc(space, events, initial=np.zeros(n, np.int64),
-                          truncation={"level": K, "rule": "block", "variables": "largest queue"},
+                          truncation=Truncation(K, "block", "largest queue"),
                           constants={"K": K, "n": n, "arrival_rate": lam},
                           rewards={"L": X.sum(axis=1).astype(float)})
 
-    def ctmc_measure(self, measure, chain, pi):
+    def ctmc_measure(self, measure, chain, sol):
+        pi = sol.pi
         if measure == "stability_limit":
             return self.stability_limit()[0]
         return _state_measure(measure, np.asarray(chain.states), pi, n=self.n, lam=self._lam(measure),

@@ -29,6 +29,7 @@ from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.params import Param
 from exactq.statespace import StateSpace
+from exactq.truncation import Truncation
 
 __all__ = ["SED", "sed_routing"]
 
@@ -215,11 +216,11 @@ class SED(Model):
         rewards = {f"q{i + 1}": jobs[:, i] for i in range(n)}
         return build_ctmc(space, [arrival(i) for i in range(n)] + [phase_done(i) for i in range(n)],
                           initial=np.zeros(n, np.int64), rewards=rewards,
-                          truncation={"level": K, "rule": "block", "variables": "jobs per queue",
-                                      "levels": jobs.max(axis=1)},
+                          truncation=Truncation(K, "block", "jobs per queue", layers=jobs.max(axis=1)),
                           constants={"r": r, "K": K})
 
-    def ctmc_measure(self, measure, chain, pi):
+    def ctmc_measure(self, measure, chain, sol):
+        pi = sol.pi
         r = self.phases
         mu = np.asarray(self.service_rates, dtype=float)
         p = chain.states

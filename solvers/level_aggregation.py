@@ -76,7 +76,9 @@ from exactq.catalogue import register_method
 from exactq.errors import AccuracyWarning, ModelError, TruncationError
 from exactq.result import Result
 
-from .stationary import Stationary, _warn_or_raise
+from exactq.ctmc import StationaryDistribution
+
+from .stationary import _warn_or_raise
 
 __all__ = ["stationary_levels", "solve_exact"]
 
@@ -187,7 +189,7 @@ class _LevelSystem:
 
 
 def stationary_levels(Q, level, *, x0=None, rtol: float = 1e-12, maxiter: int = 400,
-                      restart: int = 10, strict: bool = False, reference: int | None = None) -> Stationary:
+                      restart: int = 10, strict: bool = False, reference: int | None = None) -> StationaryDistribution:
     """Stationary distribution of a level-structured CTMC (module docstring).
 
     Parameters
@@ -211,7 +213,7 @@ def stationary_levels(Q, level, *, x0=None, rtol: float = 1e-12, maxiter: int = 
 
     Returns
     -------
-    Stationary
+    StationaryDistribution
         ``method="level-aggregation"``, ``nit`` the BiCGSTAB iterations, ``info`` with
         ``relative_residual``, ``restarts`` and ``levels``.
 
@@ -234,7 +236,7 @@ def stationary_levels(Q, level, *, x0=None, rtol: float = 1e-12, maxiter: int = 
     if level.shape != (n,):
         raise ModelError(f"level must have one entry per state; got {level.shape} for {n} states")
     if n == 1:
-        return Stationary(np.ones(1), "trivial", 0.0, seconds=time.perf_counter() - t0)
+        return StationaryDistribution(np.ones(1), "trivial", 0.0, seconds=time.perf_counter() - t0)
     if x0 is None:
         x0 = np.ones(n)
     x0 = np.maximum(np.asarray(x0, dtype=float), 0.0)
@@ -280,7 +282,7 @@ def stationary_levels(Q, level, *, x0=None, rtol: float = 1e-12, maxiter: int = 
     residual = float(np.abs(rvec).max())
     info = {"relative_residual": float(np.abs(rvec).sum()) / qmax, "restarts": restarts,
             "levels": sysm.n_levels, "reference": reference}
-    return Stationary(pi, "level-aggregation", residual, nit=nit, seconds=time.perf_counter() - t0, info=info)
+    return StationaryDistribution(pi, "level-aggregation", residual, nit=nit, seconds=time.perf_counter() - t0, info=info)
 
 
 # ============================================================================ exact

@@ -21,42 +21,42 @@ Methods
     A direct solve followed by mixed-precision iterative refinement with residuals in
     mpmath at ``dps`` digits (Wilkinson; Higham, *Accuracy and Stability of Numerical
     Algorithms*, 2nd ed., ch. 12); used by ``verify=True``.
+``level-aggregation``
+    For chains that declare a level structure (``CTMC.levels``): BiCGSTAB with an
+    aggregation/Gauss-Seidel preconditioner (:mod:`exactq.solvers.level_aggregation`).
 
 Every method reports ``residual = max_j |(pi Q)_j|`` computed afresh from the answer.
+
+:func:`stationary` works on a generator matrix; :func:`solve_stationary`, the solver
+registered for the :class:`~exactq.ctmc.CTMC` and :class:`~exactq.ctmc.DTMC`
+representations, takes the chain and uses its geometry (coordinates, jumps, ordering,
+level structure, start vector) to pick and configure the method.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from exactq.catalogue import register_method, register_solver
+from exactq.ctmc import CTMC, DTMC, ORDERINGS, StationaryDistribution
 from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError, ReducibleError
 
 from .ordering import nested_dissection
 from .structure import communicating_classes
 
-__all__ = ["Stationary", "stationary", "METHODS"]
+__all__ = ["stationary", "solve_stationary", "METHODS", "STATIONARY_SOLVERS"]
 
 METHODS = ("auto", "direct", "gmres", "power", "gth", "mpmath")
+#: every name ``solve_stationary(chain, solver=...)`` accepts
+STATIONARY_SOLVERS = METHODS + ("level-aggregation",)
 GTH_MAX_STATES = 4000
 ND_MIN_STATES = 2000
-
-
-@dataclass
-class Stationary:
-    """A stationary distribution with its diagnostics."""
-
-    pi: np.ndarray
-    method: str
-    residual: float
-    nit: int | None = None
-    seconds: float = 0.0
-    info: dict = field(default_factory=dict)
 
 
 def stationary(
@@ -72,7 +72,7 @@ def stationary(
     describe_state=None,
     dps: int = 50,
     ordering: str = "auto",
-) -> Stationary:
+) -> StationaryDistribution:
     """Stationary distribution of the CTMC with generator ``Q``.
 
     Parameters
@@ -103,7 +103,7 @@ def stationary(
 
     Returns
     -------
-    Stationary
+    StationaryDistribution
         ``pi`` (zero on transient states), the method, the residual and details.
 
     Raises
@@ -131,7 +131,7 @@ def stationary(
     name = describe_state or (lambda i: f"state {i}")
     info: dict = {}
     if n == 1:
-        return Stationary(np.ones(1), "trivial", 0.0, seconds=time.perf_counter() - t0)
+        return StationaryDistribution(np.ones(1), "trivial", 0.0, seconds=time.perf_counter() - t0)
 
     cls = communicating_classes(Q)
     keep = None
@@ -190,7 +190,89 @@ def stationary(
         _warn_or_raise(
             f"{method}: stationary vector has a negative entry {pi[i]:.3e} at {name(i)}", strict
         )
-    return Stationary(pi, method, residual, nit=nit, seconds=time.perf_counter() - t0, info=info)
+    return StationaryDistribution(pi, method, residual, nit=nit, seconds=time.perf_counter() - t0, info=info)
+
+
+def _structure(chain) -> str | None:
+    if chain.Q is None:
+        return "the chain was released (it has no generator)"
+    return None
+
+
+@register_solver(CTMC, name="stationary", applies=_structure,
+                 doc="stationary distribution: sparse LU, GMRES, power, GTH, 50-digit refinement, or level "
+                     "aggregation for level-structured chains",
+                 options=("solver", "strict", "rtol", "previous"))
+def solve_stationary(chain, *, solver: str = "auto", strict: bool = False, rtol: float | None = None,
+                     previous=None) -> StationaryDistribution:
+    """Stationary distribution of a :class:`~exactq.ctmc.CTMC` (or DTMC), using its geometry.
+
+    Parameters
+    ----------
+    chain : CTMC or DTMC
+    solver : str
+        One of :data:`STATIONARY_SOLVERS`. ``auto`` takes ``level-aggregation`` for a
+        chain that declares ``levels`` and otherwise :func:`stationary`'s choice (GTH
+        up to 200 states, sparse LU above).
+    strict : bool
+        Raise instead of warning on non-convergence.
+    rtol : float, optional
+        Relative residual target of the iterative methods (level aggregation: 1e-12).
+    previous : (chain, StationaryDistribution), optional
+        The last, smaller truncation: its solution warm-starts an iterative solver.
+
+    Returns
+    -------
+    StationaryDistribution
+        With ``space`` set to the chain's, so that marginals are available.
+
+    Examples
+    --------
+    The M/M/1 queue truncated at 3 jobs (arrival rate 1, service rate 2):
+
+    >>> from exactq.ctmc import Event, build_ctmc
+    >>> from exactq.statespace import StateSpace
+    >>> c = build_ctmc(StateSpace.box(["n"], hi=[3]), [Event("a", lambda s: (np.ones(len(s)), s + 1)),
+    ...                                                Event("d", lambda s: (2.0 * (s[:, 0] > 0), s - 1))])
+    >>> d = solve_stationary(c)
+    >>> bool(np.allclose(d.marginal("n"), 0.5 ** np.arange(4) / sum(0.5 ** np.arange(4))))
+    True
+    """
+    if solver not in STATIONARY_SOLVERS:
+        raise ModelError(f"stationary solver must be one of {', '.join(STATIONARY_SOLVERS)}; got {solver!r}")
+    Q = chain.generator() if isinstance(chain, DTMC) else chain.Q
+    levels = getattr(chain, "levels", None)
+    if solver == "level-aggregation" or (solver == "auto" and levels is not None):
+        if levels is None:
+            raise ModelError("the level-aggregation solver needs a chain that declares its levels (CTMC.levels)")
+        from .level_aggregation import stationary_levels
+
+        x0 = getattr(chain, "start", None)
+        if previous is not None:
+            x0 = _warm_start(chain, previous)
+        sol = stationary_levels(Q, levels, x0=x0, rtol=1e-12 if rtol is None else rtol, strict=strict)
+    else:
+        sol = stationary(Q, method=solver, strict=strict, coords=chain.states,
+                         jumps=getattr(chain, "jumps", None), reference=chain.initial,
+                         describe_state=chain.space.format_state, ordering=getattr(chain, "ordering", "auto"),
+                         **({} if rtol is None else {"rtol": rtol}))
+    return replace(sol, space=chain.space)
+
+
+register_solver(DTMC, name="stationary", doc="stationary distribution of P - I (the CTMC solvers)",
+                options=("solver", "strict", "rtol"))(solve_stationary)
+
+
+def _warm_start(chain, previous) -> np.ndarray:
+    """A start vector on ``chain`` from the solution of a smaller truncation (zero where new)."""
+    pchain, psol = previous
+    x0 = np.asarray(chain.start if chain.start is not None else np.ones(chain.n_states), dtype=float).copy()
+    idx = chain.space.index(pchain.states)
+    ok = (idx >= 0) & (psol.pi > 0)
+    if ok.any():
+        x0 *= psol.pi[ok].sum() / max(x0[idx[ok]].sum(), 1e-300)
+        x0[idx[ok]] = psol.pi[ok]
+    return x0
 
 
 # ----------------------------------------------------------------------------
@@ -243,9 +325,6 @@ def _assemble(x: np.ndarray, perm: np.ndarray, ref: int, n: int) -> np.ndarray:
     pi[perm] = x
     pi[ref] = 1.0
     return pi / pi.sum()
-
-
-ORDERINGS = ("auto", "level", "nested-dissection", "mmd")
 
 
 def _ordering(Q, coords, jumps, ordering="auto"):
@@ -448,3 +527,16 @@ def _refine_mp(Q, ref, coords, jumps, dps, ordering="auto"):
     finally:
         mpmath.mp.dps = old
     return pi, info
+
+
+register_method(
+    "ctmc",
+    requires="ctmc",
+    driver="adaptive",
+    doc="stationary solve of the (truncated) CTMC; truncation grown until the measure converges",
+    options=("solver", "tol", "truncation", "verify", "strict"),
+    lumpable=True,
+    start="truncation_start",
+    size="ctmc_size",
+    verify=(("solver", "mpmath"),),
+)

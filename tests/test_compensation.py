@@ -31,7 +31,7 @@ def test_distribution_matches_ctmc_pointwise_and_is_a_distribution():
     sol = symmetric_jsq(rho)
     model = exactq.model("jsq", arrival_rate=2 * rho, service_rates="1,1")
     chain = model.ctmc(80)
-    from exactq.solvers.ctmc_method import solve_chain
+    from exactq.solvers.stationary import solve_stationary as solve_chain
 
     pi = solve_chain(chain).pi
     q1, q2 = chain.states[:, 0], chain.states[:, 1]

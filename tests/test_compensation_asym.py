@@ -24,14 +24,15 @@ def _q(mu1, mu2, ties):
 def _ctmc_measures(lam, mu1, mu2, ties, K=None):
     """All measures from one truncated CTMC solve (what method="ctmc" computes, at a fixed level)."""
     model = exactq.model("jsq", arrival_rate=lam, service_rates=f"{mu1},{mu2}", ties=ties)
-    from exactq.solvers.ctmc_method import solve_chain
+    from exactq.solvers.stationary import solve_stationary as solve_chain
 
     rho = lam / (mu1 + mu2)
     # JSQ keeps the queues balanced: P(max(Q1, Q2) >= K) ~ rho^(2K)
     K = K or int(np.ceil(np.log(1e-17) / np.log(rho) / 2)) + 10
     chain = model.ctmc(K)
-    pi = solve_chain(chain).pi
-    return {m: model.ctmc_measure(m, chain, pi) for m in MEASURES}, chain, pi
+    sol = solve_chain(chain)
+    pi = sol.pi
+    return {m: model.ctmc_measure(m, chain, sol) for m in MEASURES}, chain, pi
 
 
 @pytest.mark.parametrize("ties", ["random", "fastest"])

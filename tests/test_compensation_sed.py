@@ -24,14 +24,15 @@ from exactq.solvers.qbd_method import qbd_expectations
 
 @pytest.mark.parametrize("rho", [0.1, 0.5, 0.8, 0.9, 0.95])
 def test_phases_1_agrees_with_truncated_ctmc(rho):
-    from exactq.solvers.ctmc_method import solve_chain
+    from exactq.solvers.stationary import solve_stationary as solve_chain
 
     model = exactq.model("sed", arrival_rate=2 * rho, service_rates="1,1")
     chain = model.ctmc(model.truncation_start(1e-14))  # one chain solve for every measure
-    pi = solve_chain(chain).pi
+    sol = solve_chain(chain)
+    pi = sol.pi
     for measure in SED_MEASURES:
         comp = exactq.solve("sed", measure, method="compensation", arrival_rate=2 * rho, service_rates="1,1")
-        ctmc = model.ctmc_measure(measure, chain, pi)
+        ctmc = model.ctmc_measure(measure, chain, sol)
         assert comp.method == "compensation"
         assert np.allclose(comp.value, ctmc, rtol=1e-9, atol=1e-13), measure
         assert comp.error_estimate < 1e-10 * max(1.0, float(np.max(np.abs(np.atleast_1d(comp.value)))))
@@ -85,14 +86,15 @@ def test_decay_rates_r1_closed_form():
 
 @pytest.mark.parametrize("r,rho", [(2, 0.5), (3, 0.6)])
 def test_decay_rates_match_ctmc_ratios(r, rho):
-    from exactq.solvers.ctmc_method import solve_chain
+    from exactq.solvers.stationary import solve_stationary as solve_chain
 
     a, b = sed_decay_rates(rho, r)
     assert abs(kernel(rho, r, a, b)) < 1e-14
     assert 0 < b < a < 1
     K = 30
     chain = exactq.model("sed", arrival_rate=2 * rho, service_rates="1,1", phases=r).ctmc(K)
-    pi = solve_chain(chain).pi
+    sol = solve_chain(chain)
+    pi = sol.pi
     P = np.zeros((r * K + 1,) * 2)
     P[chain.states[:, 0], chain.states[:, 1]] = pi
     m, n = 8 * r, 2 * r

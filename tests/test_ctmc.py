@@ -212,7 +212,7 @@ def test_rewards_labels_constants_and_namespace():
     assert chain.rewards["sq"] is reward and chain.labels["edge"] is label
     ns = chain.namespace()
     assert ns["K"] == 3 and ns["n"].tolist() == [0, 1, 2, 3] and ns["sq"] is reward
-    assert not chain.is_truncated and chain.truncation == {}
+    assert not chain.is_truncated and chain.truncation is None
     assert chain.states is space.states
 
 

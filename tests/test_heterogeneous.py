@@ -25,14 +25,11 @@ import exactq
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, TruncationError, UnstableError
 from exactq.models.heterogeneous import (
-    ClassSortedSpace,
     SpeedAware,
     SpeedAwareLimit,
-    rank_sorted,
-    sorted_tuples,
     speed_aware_routing,
 )
-from exactq.solvers.ctmc_method import solve_chain
+from exactq.solvers.stationary import solve_stationary as solve_chain
 from exactq.solvers.fluid import (
     fill_by_linprog,
     fill_fastest_first,
@@ -42,35 +39,6 @@ from exactq.solvers.fluid import (
 from exactq.statespace import StateSpace
 
 POLICIES = ("sa-jsq", "jsq", "sa-jiq", "jiq", "random")
-
-
-# -- ranking and the state space ------------------------------------------------------------
-
-
-@pytest.mark.parametrize("size,level", [(1, 4), (2, 3), (3, 5), (4, 2), (5, 1)])
-def test_sorted_tuples_are_all_multisets_in_rank_order(size, level):
-    T = sorted_tuples(size, level)
-    ref = sorted(tuple(sorted(c, reverse=True))
-                 for c in itertools.combinations_with_replacement(range(level + 1), size))
-    assert sorted(map(tuple, T.tolist())) == ref
-    assert len(T) == math.comb(level + size, size)
-    assert np.array_equal(rank_sorted(T, level), np.arange(len(T)))
-
-
-def test_rank_rejects_unsorted_and_out_of_range_rows():
-    rows = np.array([[0, 1, 0], [3, 0, 0], [2, 2, -1], [2, 2, 2]])
-    assert rank_sorted(rows, 2).tolist()[:3] == [-1, -1, -1]
-    assert rank_sorted(rows, 2)[3] == math.comb(5, 3) - 1
-
-
-def test_class_sorted_space_round_trip_and_size():
-    s = ClassSortedSpace([3, 2], 4)
-    assert s.n_states == math.comb(7, 3) * math.comb(6, 2)
-    assert np.array_equal(s.index(s.states), np.arange(s.n_states))
-    assert s.index(np.array([[0, 1, 0, 0, 0], [5, 0, 0, 0, 0]])).tolist() == [-1, -1]
-    assert s.format_state(s.n_states - 1) == "(class1=[4, 4, 4], class2=[4, 4])"
-    with pytest.raises(TruncationError, match="above the limit"):
-        ClassSortedSpace([10, 10], 30)
 
 
 def test_routing_rules():
@@ -136,7 +104,8 @@ def _unlumped(mu, lam_total, policy, K):
     events = [Event(f"a{i}", lambda s, i=i: (lam_total * R[:, i], s + unit[i])) for i in range(N)]
     events += [Event(f"d{i}", lambda s, i=i: (mu[i] * (s[:, i] > 0), s - unit[i])) for i in range(N)]
     chain = build_ctmc(space, events, initial=np.zeros(N, np.int64))
-    pi = solve_chain(chain).pi
+    sol = solve_chain(chain)
+    pi = sol.pi
     s = chain.states
     accepted = lam_total - pi @ chain.cut_rate
     return {"mean_response_time": (pi @ s.sum(1)) / accepted, "per_server": pi @ s,
@@ -151,12 +120,13 @@ def test_lumped_matches_independent_unlumped_chain_at_equal_truncation(policy):
     ref = _unlumped(mu, lam * mu.size, policy, K)
     m = exactq.model("speed-aware", speeds=speeds, counts=counts, arrival_rate=lam, policy=policy)
     chain = m.ctmc(K)
-    pi = solve_chain(chain).pi
-    assert m.ctmc_measure("mean_response_time", chain, pi) == pytest.approx(ref["mean_response_time"], rel=1e-11)
+    sol = solve_chain(chain)
+    pi = sol.pi
+    assert m.ctmc_measure("mean_response_time", chain, sol) == pytest.approx(ref["mean_response_time"], rel=1e-11)
     per_class = [ref["per_server"][:2].mean(), ref["per_server"][2:].mean()]
-    assert m.ctmc_measure("mean_queue_lengths", chain, pi) == pytest.approx(per_class, rel=1e-10)
+    assert m.ctmc_measure("mean_queue_lengths", chain, sol) == pytest.approx(per_class, rel=1e-10)
     busy = [ref["busy"][:2].mean(), ref["busy"][2:].mean()]
-    assert m.ctmc_measure("busy_fractions", chain, pi) == pytest.approx(busy, rel=1e-10)
+    assert m.ctmc_measure("busy_fractions", chain, sol) == pytest.approx(busy, rel=1e-10)
 
 
 def test_random_routing_is_mm1_at_every_server():
@@ -177,20 +147,21 @@ def test_flow_balance_and_little_identities(policy):
     # and E[T] - E[W] = sum_j dispatch_j / mu_j (mean service time)
     m = exactq.model("speed-aware", speeds="3,1", counts="2,1", arrival_rate=0.5, policy=policy)
     chain = m.ctmc(6)
-    pi = solve_chain(chain).pi
+    sol = solve_chain(chain)
+    pi = sol.pi
     mu = np.array([3.0, 1.0])
     counts = np.array([2, 1])
-    disp = np.array(m.ctmc_measure("dispatch_fractions", chain, pi))
-    busy = np.array(m.ctmc_measure("busy_fractions", chain, pi))
+    disp = np.array(m.ctmc_measure("dispatch_fractions", chain, sol))
+    busy = np.array(m.ctmc_measure("busy_fractions", chain, sol))
     accepted = 3 * 0.5 - pi @ chain.cut_rate
     assert disp.sum() == pytest.approx(1.0, abs=1e-14)
     assert disp * accepted == pytest.approx(mu * busy * counts, rel=1e-10)
-    ET = m.ctmc_measure("mean_response_time", chain, pi)
-    EW = m.ctmc_measure("mean_waiting_time", chain, pi)
+    ET = m.ctmc_measure("mean_response_time", chain, sol)
+    EW = m.ctmc_measure("mean_waiting_time", chain, sol)
     assert ET - EW == pytest.approx(float(disp @ (1 / mu)), rel=1e-10)
-    shares = m.ctmc_measure("busy_shares", chain, pi)
+    shares = m.ctmc_measure("busy_shares", chain, sol)
     assert shares == pytest.approx(busy * counts / 3, rel=1e-12)
-    p_wait = m.ctmc_measure("p_wait", chain, pi)
+    p_wait = m.ctmc_measure("p_wait", chain, sol)
     assert 0 < p_wait < 1
     assert abs(pi.sum() - 1) < 1e-12 and pi.min() >= -1e-15
 

@@ -16,7 +16,7 @@ import pytest
 import exactq
 from exactq import solve
 from exactq.errors import ModelError, UnstableError
-from exactq.solvers.ctmc_method import solve_chain
+from exactq.solvers.stationary import solve_stationary as solve_chain
 
 
 def jsq(measure="mean_number", **kw):
@@ -181,9 +181,10 @@ def test_throughput_balance(mus, ties, K):
     lam = 2.0
     m = exactq.model("jsq", arrival_rate=lam, service_rates=list(mus), ties=ties, capacity=K)
     chain = m.ctmc()
-    pi = solve_chain(chain).pi
+    sol = solve_chain(chain)
+    pi = sol.pi
     busy = (chain.states > 0).T @ pi
-    B = m.ctmc_measure("blocking_probability", chain, pi)
+    B = m.ctmc_measure("blocking_probability", chain, sol)
     assert lam * (1 - B) == pytest.approx(float(np.dot(mus, busy)), rel=1e-11)
 
 
@@ -200,10 +201,11 @@ def test_ties_fastest_puts_more_load_on_the_fast_server():
     for ties in ("random", "fastest"):
         m = exactq.model("jsq", ties=ties, **kw)
         chain = m.ctmc()
-        pi = solve_chain(chain).pi
+        sol = solve_chain(chain)
+        pi = sol.pi
         out[ties] = {
-            "L": m.ctmc_measure("mean_number", chain, pi),
-            "queues": np.asarray(m.ctmc_measure("mean_queue_lengths", chain, pi)),
+            "L": m.ctmc_measure("mean_number", chain, sol),
+            "queues": np.asarray(m.ctmc_measure("mean_queue_lengths", chain, sol)),
             "busy": (chain.states > 0).T @ pi,
         }
     r, f = out["random"], out["fastest"]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import exactq
 from exactq import solve
 from exactq.errors import AccuracyWarning, ModelError, NotApplicableError, TruncationError, UnstableError
-from exactq.solvers.ctmc_method import solve_chain
+from exactq.solvers.stationary import solve_stationary as solve_chain
 
 FAST = settings(max_examples=20, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -104,8 +104,9 @@ def test_mm1_chain_is_a_truncated_geometric_law(rho):
     m = exactq.model("mm1", arrival_rate=rho)
     K = 40
     chain = m.ctmc(K)
-    assert chain.n_states == K + 1 and chain.truncation["level"] == K
-    pi = solve_chain(chain).pi
+    assert chain.n_states == K + 1 and chain.truncation.level == K
+    sol = solve_chain(chain)
+    pi = sol.pi
     n = np.arange(K + 1)
     expected = (1 - rho) * rho**n / (1 - rho ** (K + 1))
     np.testing.assert_allclose(pi, expected, rtol=1e-11, atol=0)

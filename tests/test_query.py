@@ -1,4 +1,4 @@
-"""Tests of exactq.query: parsing the CSL-style language and checking it on a chain."""
+"""Tests of exactq.query (the CSL-style language) and exactq.solvers.csl (checking it on a chain)."""
 
 from __future__ import annotations
 
@@ -12,35 +12,36 @@ import scipy.sparse as sp
 
 from exactq.errors import ModelError, QuerySyntaxError
 from exactq.expr import parse_expression
+from exactq.ctmc import CTMC
 from exactq.query import (
     ExpectedTime,
     SteadyExpectation,
     SteadyProbability,
     Until,
-    check,
     parse_query,
 )
 from exactq.result import Result
+from exactq.solvers.csl import check_chain
+from exactq.statespace import StateSpace
 
 
-class StandInChain:
-    """The minimal chain interface check() needs: Q, n_states, namespace(), initial."""
+def check(chain, query, **kw):
+    return check_chain(chain, query, **kw).result
 
-    def __init__(self, Q, namespace, initial=0):
-        self.Q = sp.csr_matrix(Q)
-        self.n_states = self.Q.shape[0]
-        self._ns = namespace
-        self.initial = initial
 
-    def namespace(self):
-        return dict(self._ns)
+def chain_of(Q, name, *, labels=None, constants=None, initial=0):
+    """A CTMC on states 0..n-1 of one variable ``name`` from a generator."""
+    Q = sp.csr_matrix(Q, dtype=float)
+    n = Q.shape[0]
+    return CTMC(space=StateSpace(np.arange(n)[:, None], [name]), Q=Q, cut_rate=np.zeros(n),
+                jumps=np.ones(1, np.int64), labels=labels or {}, constants=constants or {}, initial=initial)
 
 
 def mm1k_chain(lam=1.0, mu=2.0, K=6, initial=0):
     Q = sp.diags_array([np.full(K, mu), np.full(K, lam)], offsets=[-1, 1], shape=(K + 1, K + 1)).tolil()
     Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
     q = np.arange(K + 1)
-    return StandInChain(Q, {"q": q, "full": q == K, "K": K}, initial)
+    return chain_of(Q, "q", labels={"full": q == K}, constants={"K": K}, initial=initial)
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -121,20 +122,12 @@ def test_steady_state_queries_closed_forms():
     assert r.value == pytest.approx(1 - pi[0], rel=1e-12)
 
 
-def test_stationary_callable_is_used_and_info_kept_small():
+def test_the_one_stationary_solver_is_used_and_info_kept_small():
     chain = mm1k_chain()
-    calls = []
-
-    def stationary(Q):
-        calls.append(Q.shape)
-        pi = np.zeros(Q.shape[0])
-        pi[0] = 1.0  # deliberately wrong: check() must use what it is given
-        return pi, {"method": "fake", "residual": 0.5, "pi_copy": pi}
-
-    r = check(chain, "S=? [ q = 0 ]", stationary=stationary)
-    assert calls == [(7, 7)] and r.value == 1.0
-    assert r.info["stationary"] == {"method": "fake", "residual": 0.5}
-    assert r.residual > 0.1  # the residual is recomputed, so the wrong pi shows
+    for solver in ("gth", "direct", "gmres"):
+        r = check(chain, "S=? [ q = 0 ]", solver=solver)
+        assert r.info["stationary"]["method"] == solver and r.residual < 1e-12
+        assert r.value == pytest.approx(0.5 * (1 - 0.5) / (1 - 0.5**7) / 0.5, rel=1e-10)
 
 
 def test_time_bounded_until_against_expm():
@@ -180,7 +173,7 @@ def test_expected_time_query():
     assert r.method == "query/expected_time" and r.info["reached_surely"] is True
     # a trap makes the expectation infinite
     Q = sp.csr_array([[-2.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
-    trap = StandInChain(Q, {"s": np.arange(3)})
+    trap = chain_of(Q, "s")
     r = check(trap, "T=? [ F s = 1 ]")
     assert math.isinf(r.value) and r.info["reached_surely"] is False
     assert check(trap, "P=? [ F s = 1 ]").value == pytest.approx(0.5, rel=1e-14)

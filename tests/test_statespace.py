@@ -8,6 +8,7 @@ search over a hand-built graph for :func:`exactq.ctmc.explore`.
 from __future__ import annotations
 
 import itertools
+import math
 
 import networkx as nx
 import numpy as np
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from exactq.ctmc import Event, explore
 from exactq.errors import NotApplicableError, TruncationError
-from exactq.statespace import StateSpace
+from exactq.statespace import SortedSpace, StateSpace, colex_rank
 
 FAST = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -236,3 +237,47 @@ def test_explore_refuses_to_grow_beyond_max_states():
 def test_explore_initial_state_outside_the_box_is_an_error():
     with pytest.raises(ValueError):
         explore([9, 0], [], ["x", "y"], hi=[5, 5])
+
+
+# -- sorted spaces (queue-length multisets per server class) ---------------------------------
+
+
+@pytest.mark.parametrize("size,level", [(1, 4), (2, 3), (3, 5), (4, 2), (5, 1)])
+@pytest.mark.parametrize("order", ["ascending", "descending"])
+def test_sorted_space_holds_every_multiset_in_rank_order(size, level, order):
+    s = SortedSpace([size], level=level, order=order)
+    ref = sorted(tuple(sorted(c, reverse=order == "descending"))
+                 for c in itertools.combinations_with_replacement(range(level + 1), size))
+    assert sorted(map(tuple, s.states.tolist())) == ref
+    assert s.n_states == math.comb(level + size, size)
+    assert np.array_equal(s.index(s.states), np.arange(s.n_states))
+    asc = s.states if order == "ascending" else s.states[:, ::-1]
+    assert np.array_equal(colex_rank(asc), np.arange(s.n_states))  # the index is the colex rank
+
+
+def test_sorted_space_rejects_unsorted_and_out_of_range_rows():
+    s = SortedSpace([3], level=2, order="descending")
+    rows = np.array([[0, 1, 0], [3, 0, 0], [2, 2, -1], [2, 2, 2]])
+    assert s.index(rows).tolist() == [-1, -1, -1, math.comb(5, 3) - 1]
+
+
+def test_sorted_space_product_over_classes_round_trip_and_size():
+    s = SortedSpace([3, 2], level=4, order="descending")
+    assert s.n_states == math.comb(7, 3) * math.comb(6, 2)
+    assert np.array_equal(s.index(s.states), np.arange(s.n_states))
+    assert s.index(np.array([[0, 1, 0, 0, 0], [5, 0, 0, 0, 0]])).tolist() == [-1, -1]
+    assert s.format_state(s.n_states - 1) == "(class1=[4, 4, 4], class2=[4, 4])"
+    with pytest.raises(NotApplicableError, match="above the limit"):
+        SortedSpace([10, 10], level=30, max_states=1_000_000)
+
+
+def test_sorted_space_subset_keeps_the_given_order():
+    full = SortedSpace([3], level=4)
+    keep = full.states[full.states.sum(axis=1) <= 5]
+    order = np.lexsort((colex_rank(keep), keep.sum(axis=1)))  # by total, as level aggregation needs
+    sub = SortedSpace([3], states=keep[order])
+    assert np.array_equal(sub.index(sub.states), np.arange(sub.n_states))
+    assert np.all(np.diff(sub.states.sum(axis=1)) >= 0)
+    assert sub.index([[0, 0, 6], [0, 2, 1], [1, 2, 3]]).tolist() == [-1, -1, -1]
+    with pytest.raises(ValueError, match="duplicate"):
+        SortedSpace([3], states=np.vstack([keep, keep[:1]]))

@@ -1,0 +1,270 @@
+"""The generic method drivers: representation -> solver -> the model's measure.
+
+A method (:func:`exactq.catalogue.register_method`) names one of these drivers and
+the model's representation *factory* (a model method). The drivers know neither
+models nor measures: they call the factory, hand the representation to
+:func:`~exactq.catalogue.solve_representation` (which picks the registered solver by
+the representation's type and structure) and pass the solution to the model's
+``<factory>_measure(measure, representation, solution)``, which returns the value
+(or an :class:`~exactq.result.Estimate` with its own error, bounds and details).
+
+``single``
+    One representation, one solve: ``model.<factory>()``.
+``adaptive``
+    An infinite model truncated at growing levels by the one truncation driver,
+    :func:`exactq.truncation.grow`: ``model.<factory>(level)``, or
+    ``model.<factory>(level, previous)`` when the model chooses its own sets
+    (settings: ``start``, ``size``, ``growth``, ``previous``, ``lumpable``,
+    ``label``, ``verify``). A finite model is solved once.
+``model``
+    The model orchestrates the solves itself (several representations, or formulas
+    around one): ``model.<factory>(measure, context)`` with ``context.solve(rep)``;
+    with ``context=False`` in the settings, ``model.<factory>(measure)`` (closed forms).
+
+Before any driver runs, a model may answer a measure that needs no solve
+(``model.intrinsic_measure(measure)``, e.g. a stability limit) or hand the method to
+another one (``model.delegate(method)``, e.g. the exact value of an infinite system
+is its mean-field limit).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .catalogue import MethodSpec, check_method_for, solve_representation
+from .errors import AccuracyWarning, ModelError
+from .result import Estimate, Result
+from .truncation import Evaluation, difference, geometric_steps, grow, norm, tail_factor
+
+__all__ = ["run", "Context", "boundary_evaluation"]
+
+#: the 50-digit re-solve of ``verify`` is refused above this many states
+VERIFY_MAX_STATES = 200_000
+#: the state budget of adaptive truncations
+MAX_STATES = 6_000_000
+
+
+@dataclass
+class Context:
+    """What a model-orchestrated method receives: the solver dispatch and the controls."""
+
+    tol: float
+    strict: bool
+    options: dict = field(default_factory=dict)
+    method: str = ""
+
+    def solve(self, rep: Any, using: str | None = None, **options) -> Any:
+        """Solve a representation with the registered solver for its type and structure."""
+        return solve_representation(rep, using, **options)
+
+
+def _as_estimate(v: Any) -> Estimate:
+    return v if isinstance(v, Estimate) else Estimate(v)
+
+
+def _plain(v: Any) -> Any:
+    return v.tolist() if isinstance(v, np.ndarray) else v
+
+
+def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | None, verify: bool,
+        strict: bool, options: dict) -> Result:
+    """Run the method ``spec`` on ``model`` for ``measure`` (module docstring)."""
+    t0 = time.perf_counter()
+    intrinsic = getattr(model, "intrinsic_measure", None)
+    if callable(intrinsic):
+        est = intrinsic(measure)
+        if est is not None:
+            est = _as_estimate(est)
+            return Result(value=_plain(est.value), method=f"{spec.name}/closed-form",
+                          error_estimate=0.0 if est.error is None else est.error, lower=est.lower,
+                          upper=est.upper, seconds=time.perf_counter() - t0, info=dict(est.info))
+    delegate = getattr(model, "delegate", None)
+    other = delegate(spec.name) if callable(delegate) else None
+    if other:
+        res = run(check_method_for(model, other), model, measure, tol=tol, truncation=truncation,
+                  verify=verify, strict=strict, options=options)
+        res.info["delegate"] = f"method {spec.name} is answered by method {other} for this model"
+        return res
+    driver = _DRIVERS[spec.driver]
+    result = driver(spec, model, measure, tol=tol, truncation=truncation, verify=verify, strict=strict,
+                    options=dict(options))
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+# ---------------------------------------------------------------------------- single
+def _single(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
+    if truncation is not None:
+        raise ModelError(f"truncation does not apply to method {spec.name!r}")
+    rep = getattr(model, spec.requires)()
+    sol = solve_representation(rep, spec.setting("solver"), **_solver_options(spec, options, tol, strict))
+    est = _as_estimate(getattr(model, spec.setting("evaluate", f"{spec.requires}_measure"))(measure, rep, sol))
+    return _result(spec.setting("label", spec.name), est, sol, rep, {})
+
+
+def _solver_options(spec, options, tol, strict) -> dict:
+    opts = dict(options)
+    if "strict" in spec.setting("solver_controls", ("strict",)):
+        opts.setdefault("strict", strict)
+    if "tol" in spec.setting("solver_controls", ("strict",)):
+        opts.setdefault("tol", tol)
+    return opts
+
+
+def _result(label, est: Estimate, sol, rep, info: dict) -> Result:
+    info = dict(info)
+    info.update(getattr(sol, "info", None) or {})
+    info.update(est.info)
+    info.pop("pi_mp", None)
+    return Result(value=_plain(est.value), method=label, lower=est.lower, upper=est.upper,
+                  residual=getattr(sol, "residual", None), error_estimate=est.error,
+                  n_states=getattr(rep, "n_states", None), nit=getattr(sol, "nit", None), info=info)
+
+
+# -------------------------------------------------------------------------- adaptive
+def boundary_evaluation(rep, sol, value, measure_of) -> Evaluation:
+    """Boundary mass and sensitivity of a value computed from a stationary solution.
+
+    For a chain (``boundary_mask()``, ``layers()``; a solution with ``pi`` and
+    ``conditioned``) the sensitivity is the change of the value when the boundary
+    states are removed and the rest renormalised, times the tail factor
+    (:func:`exactq.truncation.tail_factor`); it is infinite when the boundary holds
+    half the mass or more. For a QBD with a phase truncation the boundary mass is the
+    mass of the edge phases, and there is no sensitivity.
+    """
+    if hasattr(sol, "pi") and hasattr(rep, "boundary_mask"):
+        mask = rep.boundary_mask()
+        if not mask.any():
+            return Evaluation(value, 0.0, 0.0)
+        bmass = sol.probability(mask)
+        if bmass == 0:
+            return Evaluation(value, 0.0, 0.0)
+        if bmass >= 0.5:
+            return Evaluation(value, bmass, float("inf"))
+        other = measure_of(sol.conditioned(~mask))
+        return Evaluation(value, bmass, difference(value, other) * tail_factor(rep.layers(), sol.pi))
+    edge_mass = getattr(sol, "edge_mass", None)
+    return Evaluation(value, edge_mass() if callable(edge_mass) else 0.0, None)
+
+
+def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
+    info: dict = {}
+    factory, evaluate_name, size_name = spec.requires, spec.setting("evaluate", f"{spec.requires}_measure"), \
+        spec.setting("size")
+    lump = options.pop("lump", True)
+    if spec.setting("lumpable") and lump and callable(getattr(model, "lumped_ctmc", None)) and model.lumps(measure):
+        factory, evaluate_name, size_name = "lumped_ctmc", "lumped_measure", "lumped_size"
+        info["lumped"] = True
+    build_fn = getattr(model, factory)
+    measure_fn = getattr(model, evaluate_name)
+    size = getattr(model, size_name, None) if size_name else None
+    solver_opts = _solver_options(spec, options, tol, strict)
+    if "solver" in spec.options:
+        info["solver"] = solver_opts.get("solver", "auto")
+    infinite = bool(getattr(model, "is_infinite", False))
+    uses_previous = spec.setting("previous", False)
+    progress = solver_opts.pop("progress", None)
+    max_states = solver_opts.pop("max_states", spec.setting("max_states", MAX_STATES))
+
+    def build(level, previous):
+        return build_fn(level, previous) if uses_previous else build_fn(level)
+
+    def solve(rep, previous):
+        opts = dict(solver_opts)
+        if uses_previous and previous is not None:
+            opts["previous"] = previous
+        return solve_representation(rep, spec.setting("solver"), **opts)
+
+    last: dict = {}
+
+    def evaluate(rep, sol):
+        est = _as_estimate(measure_fn(measure, rep, sol))
+        last["estimate"] = est
+        ev = boundary_evaluation(rep, sol, est.value,
+                                 lambda other: _as_estimate(measure_fn(measure, rep, other)).value)
+        ev.record.update(est.info.get("record", {}))
+        return ev
+
+    if not infinite:
+        if truncation is not None:
+            raise ModelError(f"truncation applies to infinite models only; model {model.name} is finite")
+        rep_final = build(None, None)
+        sol_final = solve(rep_final, None)
+        est = _as_estimate(measure_fn(measure, rep_final, sol_final))
+    else:
+        if truncation is not None:
+            out = grow(build, solve, evaluate, tol=tol, fixed=int(truncation), size=size, max_states=max_states,
+                       strict=strict)
+        else:
+            start = None if uses_previous else int(getattr(model, spec.setting("start", "truncation_start"))(tol))
+            growth = spec.setting("growth")
+            step = geometric_steps(growth, growth, 1) if growth else None
+            out = grow(build, solve, evaluate, tol=tol, start=start, next_level=step, size=size,
+                       max_states=max_states, strict=strict, progress=progress)
+        info.update(out.info)
+        rep_final, sol_final = out.representation, out.solution
+        est = last["estimate"]
+        est = Estimate(out.value, out.error_estimate, est.lower, est.upper, est.info)
+    label = spec.setting("label", "{method}/{solver}").format(method=spec.name, solver=getattr(sol_final, "method", ""))
+    est.info.pop("record", None)
+    if verify:
+        info["verify"] = _verify(spec, rep_final, est.value, tol, lambda other: _as_estimate(
+            measure_fn(measure, rep_final, other)).value)
+    return _result(label, est, sol_final, rep_final, info)
+
+
+def _verify(spec, rep, value, tol, measure_of) -> dict:
+    """Re-solve the final representation with the method's verifying solver and compare."""
+    opts = dict(spec.setting("verify", ()))
+    if not opts:
+        raise ModelError(f"verify does not apply to method {spec.name!r}")
+    if getattr(rep, "n_states", 0) > VERIFY_MAX_STATES:
+        msg = f"verify skipped: {rep.n_states} states exceed the 50-digit limit of {VERIFY_MAX_STATES}"
+        warnings.warn(msg, AccuracyWarning, stacklevel=4)
+        return {"skipped": msg}
+    sol = solve_representation(rep, spec.setting("solver"), **opts)
+    other = measure_of(sol)
+    diff = difference(value, other)
+    agree = diff <= max(tol * norm(other), 1e-13)
+    if not agree:
+        warnings.warn(f"verify: float and 50-digit answers differ by {diff:.3e}", AccuracyWarning, stacklevel=4)
+    out = {"value_mp": _plain(other), "abs_diff": diff, "agree": bool(agree)}
+    for key in ("dps", "mp_relative_residual", "refinement_steps"):
+        if key in sol.info:
+            out[key] = sol.info[key]
+    return out
+
+
+# ----------------------------------------------------------------------------- model
+def _model(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
+    fn = getattr(model, spec.requires)
+    if not spec.setting("context", True):
+        value = fn(measure)
+        if isinstance(value, Result):
+            return value
+        est = _as_estimate(value)
+        info = {"arithmetic": "float64",
+                "accuracy": "exact formula; rounding error only (it grows near saturation)"}
+        info.update(est.info)
+        return Result(value=_plain(est.value), method=spec.setting("label", spec.name), lower=est.lower,
+                      upper=est.upper, error_estimate=est.error, info=info)
+    if truncation is not None and "truncation" not in spec.options:
+        raise ModelError(f"truncation does not apply to method {spec.name!r}")
+    if truncation is not None:
+        options["truncation"] = truncation
+    if verify:
+        options["verify"] = True
+    value = fn(measure, Context(tol=tol, strict=strict, options=options, method=spec.name))
+    if isinstance(value, Result):
+        return value
+    est = _as_estimate(value)
+    return Result(value=_plain(est.value), method=spec.setting("label", spec.name), lower=est.lower,
+                  upper=est.upper, error_estimate=est.error, info=dict(est.info))
+
+
+_DRIVERS = {"single": _single, "adaptive": _adaptive, "model": _model}
