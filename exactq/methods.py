@@ -166,7 +166,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
     solver_opts = _solver_options(spec, options, tol, strict)
     if "solver" in spec.options:
         info["solver"] = solver_opts.get("solver", "auto")
-    infinite = bool(getattr(model, "is_infinite", False))
+    infinite = bool(getattr(model, spec.setting("infinite", "is_infinite"), False))
     uses_previous = spec.setting("previous", False)
     progress = solver_opts.pop("progress", None)
     max_states = solver_opts.pop("max_states", spec.setting("max_states", MAX_STATES))
@@ -199,13 +199,13 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
     else:
         if truncation is not None:
             out = grow(build, solve, evaluate, tol=tol, fixed=int(truncation), size=size, max_states=max_states,
-                       strict=strict)
+                       unit=spec.setting("unit", "states"), strict=strict)
         else:
             start = None if uses_previous else int(getattr(model, spec.setting("start", "truncation_start"))(tol))
             growth = spec.setting("growth")
             step = geometric_steps(growth, growth, 1) if growth else None
             out = grow(build, solve, evaluate, tol=tol, start=start, next_level=step, size=size,
-                       max_states=max_states, strict=strict, progress=progress)
+                       max_states=max_states, unit=spec.setting("unit", "states"), strict=strict, progress=progress)
         info.update(out.info)
         rep_final, sol_final = out.representation, out.solution
         est = last["estimate"]

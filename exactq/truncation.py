@@ -182,6 +182,7 @@ def grow(
     next_level: Callable | None = None,
     size: Callable[[Any], int] | None = None,
     max_states: int = 6_000_000,
+    unit: str = "states",
     strict: bool = False,
     progress: Callable[[dict], None] | None = None,
 ) -> Outcome:
@@ -209,7 +210,10 @@ def grow(
         The number of states a level would give, checked against ``max_states``
         before building.
     max_states : int
-        The state budget; beyond it :class:`TruncationError` names the last change.
+        The budget (of ``size``, or of the representation's ``n_states``); beyond it
+        :class:`TruncationError` names the last change.
+    unit : str
+        What the budget counts, for messages (``"states"``, ``"phases per level"``).
     strict : bool
         Turn the fixed-truncation warning into a :class:`TruncationError`.
     progress : callable, optional
@@ -230,10 +234,10 @@ def grow(
     if fixed is not None:
         too_big = check_size(fixed)
         if too_big is not None:
-            raise TruncationError(f"truncation {fixed} gives {too_big:.3g} states, above max_states={max_states}; "
+            raise TruncationError(f"truncation {fixed} gives {too_big:.3g} {unit}, above the limit of {max_states}; "
                                   "lower the truncation or tol, or use another method")
         rep = build(fixed, None)
-        _check_states(rep, max_states)
+        _check_states(rep, max_states, unit)
         sol = solve(rep, None)
         ev = evaluate(rep, sol)
         trunc = rep.truncation
@@ -263,12 +267,12 @@ def grow(
             tb = time.perf_counter()
             rep = build(level, previous)
             build_seconds = time.perf_counter() - tb
-        if too_big is not None or rep.n_states > max_states:
+        if too_big is not None or (getattr(rep, "n_states", None) or 0) > max_states:
             last = history[-1] if history else None
             raise TruncationError(
-                f"automatic truncation needs more than max_states={max_states} states for tol={tol:g}"
-                + (f" (last: {last['n_states']} states, change {last['change']:.2e})" if last else
-                   f" (first level {level})"))
+                f"automatic truncation needs more than {max_states} {unit} for tol={tol:g}"
+                + (f" (last: level {last['level']}, {last['n_states']} states, change {last['change']:.2e})"
+                   if last else f" (first level {level})"))
         ts = time.perf_counter()
         sol = solve(rep, previous)
         solve_seconds = time.perf_counter() - ts
@@ -310,14 +314,18 @@ def _released(rep):
     return release() if callable(release) else rep
 
 
-def _check_states(rep, max_states):
-    if rep.n_states > max_states:
-        raise TruncationError(f"the representation has {rep.n_states} states, above max_states={max_states}")
+def _check_states(rep, max_states, unit):
+    n = getattr(rep, "n_states", None)
+    if n is not None and n > max_states:
+        raise TruncationError(f"the representation has {n} {unit}, above the limit of {max_states}")
 
 
 def _record(rep, ev: Evaluation, change, estimate, seconds) -> dict:
-    rec = {"level": rep.truncation.level, "n_states": int(rep.n_states), "value": ev.value,
+    n = getattr(rep, "n_states", None)
+    rec = {"level": rep.truncation.level, "n_states": None if n is None else int(n), "value": ev.value,
            "change": change, "boundary_mass": ev.boundary_mass, "sensitivity": ev.sensitivity}
+    if n is None and hasattr(rep, "n_phases"):
+        rec["phases"] = int(rep.n_phases)
     if estimate is not None:
         rec["estimate"] = estimate
     if rep.truncation.kept_set is not None:

@@ -28,6 +28,7 @@ from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.params import Param
+from exactq.representations import QBD
 from exactq.statespace import StateSpace
 from exactq.truncation import Truncation
 
@@ -107,7 +108,7 @@ class SED(Model):
     def auto_method(self) -> str:
         """The QBD (exact in the shorter queue) for two identical servers with few phases, else the CTMC."""
         r = self.service_rates
-        small = self.qbd_blocks_size(int(1.5 * 1.5 * self.qbd_start(1e-9)) + 1) <= 2000
+        small = self.qbd_size(int(1.5 * 1.5 * self.qbd_start(1e-9)) + 1) <= 2000
         return "qbd" if len(r) == 2 and r[0] == r[1] and small else "ctmc"
 
     # -- QBD in (min phases, difference): exact in the min, truncated in the difference --
@@ -119,13 +120,17 @@ class SED(Model):
                 "use --method ctmc")
         return float(rates[0])
 
+    #: the QBD's phase (the difference of the queues) is truncated; the driver grows it
+    qbd_truncated = True
+
     def qbd_start(self, tol: float) -> int:
         return max(2 * self.phases, 16)
 
-    def qbd_blocks_size(self, width: int) -> int:
+    def qbd_size(self, width: int) -> int:
+        """Phases per level at phase truncation ``width``."""
         return self.phases * (int(width) + 1)
 
-    def qbd_blocks(self, width: int) -> dict:
+    def qbd(self, width: int) -> QBD:
         """Level = floor(m / r) with m = min(p1, p2); phase = (m mod r, n), n = |p1 - p2| <= width.
 
         For two identical servers the phases (p1, p2) only matter up to order. From
@@ -134,8 +139,9 @@ class SED(Model):
         rate r mu, to (m - 1, n + 1) (both queues when n = 0: rate 2 r mu, to (m - 1, 1));
         the longer one (n > 0) at rate r mu, to (m, n - 1). Every jump raises m by at
         most r and lowers it by at most 1, so grouping r values of m per level gives a
-        level-independent QBD (levels >= 1 see the same jumps). The difference n is truncated at ``width``:
-        a phase completion at the shorter queue from n = width stays at n = width.
+        level-independent QBD (levels >= 1 see the same jumps). The difference n is
+        truncated at ``width``: a phase completion at the shorter queue from n = width
+        stays at n = width (the ``redirect`` rule: no job is lost).
         """
         mu = self._identical_pair("qbd")
         r, lam, N = self.phases, self.arrival_rate, int(width)
@@ -160,22 +166,25 @@ class SED(Model):
         np.add.at(Q, (src, dst), rate)
         Q[np.arange(2 * r * w), np.arange(2 * r * w)] -= Q.sum(axis=1)
         L0, L1, L2 = slice(0, r * w), slice(r * w, 2 * r * w), slice(2 * r * w, 3 * r * w)
+        edge = (np.arange(r * w) % w) == N
+        return QBD(A0=Q[L1, L2], A1=Q[L1, L1], A2=Q[L1, L0], B1=Q[L0, L0], B0=Q[L0, L1], B2=Q[L1, L0],
+                   truncation=Truncation(N, "redirect", "difference of the remaining phases"), edge=edge)
+
+    def qbd_rewards(self, qbd: QBD) -> dict:
+        """Rewards ``(level 0, constant, slope)`` per phase, affine in the level (jobs, phases, ...)."""
+        r, w = self.phases, qbd.truncation.level + 1
         j, nn = np.divmod(np.arange(r * w), w)
         jobs0 = (j > 0) + -(-(j + nn) // r)  # ceil(m / r) + ceil((m + n) / r) at level 0
         return {
-            "B1": Q[L0, L0], "B0": Q[L0, L1], "B2": Q[L1, L0],
-            "A1": Q[L1, L1], "A0": Q[L1, L2], "A2": Q[L1, L0],
-            "rewards": {
-                "jobs": (jobs0, jobs0, 2.0),
-                "short": (j, j, float(r)),
-                "busy_short": (j > 0, 1.0, 0.0),
-                "empty": ((j == 0) & (nn == 0), 0.0, 0.0),
-            },
-            "edge": nn == N,
+            "jobs": (jobs0, jobs0, 2.0),
+            "short": (j, j, float(r)),
+            "busy_short": (j > 0, 1.0, 0.0),
+            "empty": ((j == 0) & (nn == 0), 0.0, 0.0),
         }
 
-    def qbd_measure(self, measure: str, e: dict):
+    def qbd_measure(self, measure: str, qbd: QBD, sol):
         mu, r = float(self.service_rates[0]), self.phases
+        e = {name: sol.expect_affine(*triple) for name, triple in self.qbd_rewards(qbd).items()}
         wait = e["short"] / (r * mu)  # PASTA: an arrival joins the shorter queue
         values = {
             "mean_number": e["jobs"],

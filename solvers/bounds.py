@@ -103,7 +103,9 @@ from exactq.errors import (
 )
 from exactq.result import Result
 
-from .qbd import MAX_PHASES, QBDSolution, solve_qbd
+from exactq.representations import QBD, QBDSolution
+
+from .qbd import MAX_PHASES, solve_qbd
 
 __all__ = [
     "SYSTEMS",
@@ -237,7 +239,7 @@ def solve_threshold_system(arrival_rate: float, service_rate: float, threshold: 
             f"(service rate {mu:g} per server): use threshold >= {T_min}"
         )
     blocks = threshold_qbd(lam, mu, T, system)
-    return solve_qbd(blocks["A0"], blocks["A1"], blocks["A2"], blocks["B1"],
+    return solve_qbd(QBD(blocks["A0"], blocks["A1"], blocks["A2"], blocks["B1"]),
                      algorithm=algorithm, strict=strict)
 
 

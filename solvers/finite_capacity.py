@@ -83,6 +83,8 @@ def corner_walk(rho: float, width: int = 60):
 
     Returns the :class:`~exactq.solvers.qbd.QBDSolution`.
     """
+    from exactq.representations import QBD
+
     from .qbd import solve_qbd
 
     if not rho > 2:
@@ -99,7 +101,7 @@ def corner_walk(rho: float, width: int = 60):
     B1 = A1.copy()
     A1[np.arange(w), np.arange(w)] = -(A0.sum(1) + A1.sum(1) + A2.sum(1))
     B1[np.arange(w), np.arange(w)] = -(A0.sum(1) + B1.sum(1))  # at (0, 0) the arrival is lost
-    return solve_qbd(A0, A1, A2, B1=B1, strict=True)
+    return solve_qbd(QBD(A0, A1, A2, B1=B1), strict=True)
 
 
 def corner_marginal(rho: float, imax: int, width: int = 60) -> np.ndarray:

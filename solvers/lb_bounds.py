@@ -51,6 +51,8 @@ from exactq.errors import AccuracyWarning, NotApplicableError, UnstableError
 from exactq.result import Result
 
 from .level_aggregation import _warm_start, stationary_levels
+from exactq.representations import QBD
+
 from .qbd import solve_qbd
 
 __all__ = ["solve_finite_bounds", "lower_bound", "upper_bound"]
@@ -87,7 +89,7 @@ def upper_bound(rep, *, profile, strict: bool = False) -> dict:
     n = int(_get(rep, "servers"))
     q = _get(rep, "upper_qbd")(profile)
     try:
-        sol = solve_qbd(q["A0"], q["A1"], q["A2"], B1=q["B1"], strict=strict)
+        sol = solve_qbd(QBD(q["A0"], q["A1"], q["A2"], B1=q["B1"]), strict=strict)
     except UnstableError as exc:
         return {"EL": math.inf, "profile": q["profile"], "phases": len(q["phases"]), "unstable": str(exc)}
     jobs = q["phase_jobs"]

@@ -19,7 +19,7 @@ from exactq.solvers.compensation import symmetric_jsq
 from exactq.errors import ConvergenceError, ModelError
 from exactq.solvers.compensation_sed import (MAX_PHASES, SED_MEASURES, _inflows, _solve, erlang_sed, kernel,
                                              sed_decay_rates)
-from exactq.solvers.qbd_method import qbd_expectations
+from exactq.solvers.qbd import solve_qbd
 
 
 @pytest.mark.parametrize("rho", [0.1, 0.5, 0.8, 0.9, 0.95])
@@ -116,8 +116,9 @@ def _qbd_all(rho, r, width=None):
     if width is None:
         ref = exactq.solve("sed", "mean_waiting_time", method="qbd", tol=1e-13, **kw)
         width = ref.info["phase_truncation"]
-    exp, _ = qbd_expectations(model.qbd_blocks(width))
-    return {ms: model.qbd_measure(ms, exp) for ms in SED_MEASURES}
+    q = model.qbd(width)
+    sol = solve_qbd(q)
+    return {ms: model.qbd_measure(ms, q, sol) for ms in SED_MEASURES}
 
 
 @pytest.mark.parametrize("r", [2, 3, 5])
@@ -176,7 +177,7 @@ def test_states_balance_and_sign(r, rho):
     # state by state against the matrix-geometric solution
     model = exactq.model("sed", arrival_rate=lam, service_rates="1,1", phases=r)
     width = 60
-    _, qs = qbd_expectations(model.qbd_blocks(width))
+    qs = solve_qbd(model.qbd(width))
     P = np.vstack([qs.level_vector(level).reshape(r, width + 1) for level in range(M // r + 1)])[:M, :M]
     assert np.allclose(p, P, rtol=1e-7, atol=1e-14)
     # far from the origin p decays with the dominant product form

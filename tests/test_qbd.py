@@ -22,6 +22,7 @@ from exactq.solvers.qbd import (
     mean_drift,
     solve_qbd,
 )
+from exactq.representations import QBD
 from exactq.solvers.stationary import stationary
 
 
@@ -84,7 +85,7 @@ def test_doctests():
 @pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.99])
 def test_mm1_is_the_scalar_qbd(rho, algorithm):
     lam, mu = 2.0 * rho, 2.0
-    sol = solve_qbd([[lam]], [[-(lam + mu)]], [[mu]], algorithm=algorithm)
+    sol = solve_qbd(QBD([[lam]], [[-(lam + mu)]], [[mu]]), algorithm=algorithm)
     assert_invariants(sol)
     assert sol.R[0, 0] == pytest.approx(rho, rel=1e-13)
     assert sol.G[0, 0] == pytest.approx(1.0, abs=1e-13)
@@ -109,7 +110,7 @@ def test_me21_general_boundary_matches_pollaczek_khinchine():
     B0 = np.array([[lam, 0.0]])
     B2 = np.array([[0.0], [r]])
     for algorithm in ALGORITHMS:
-        sol = solve_qbd(A0, A1, A2, B1, B0, B2, algorithm=algorithm)
+        sol = solve_qbd(QBD(A0, A1, A2, B1, B0, B2), algorithm=algorithm)
         assert_invariants(sol)
         assert sol.n_boundary_phases == 1 and sol.n_phases == 2
         assert sol.pi0.sum() == pytest.approx(1 - rho, rel=1e-13)
@@ -132,7 +133,7 @@ def test_random_qbd_matches_large_truncated_ctmc(seed):
     B1 = rng.uniform(0.0, 1.0, (m, m))
     np.fill_diagonal(B1, 0.0)
     np.fill_diagonal(B1, -(A0.sum(1) + B1.sum(1)))
-    sol = solve_qbd(A0, A1, A2, B1)
+    sol = solve_qbd(QBD(A0, A1, A2, B1))
     assert_invariants(sol)
     levels = 200
     assert sol.level_tail(levels) < 1e-14  # the truncation is invisible at this level
@@ -163,8 +164,8 @@ def test_logarithmic_and_cyclic_reduction_and_functional_iteration_agree(seed):
         if np.abs(R_new - R).max() < 1e-15:
             break
         R = R_new
-    lr = solve_qbd(A0, A1, A2)
-    cr = solve_qbd(A0, A1, A2, algorithm="cyclic_reduction")
+    lr = solve_qbd(QBD(A0, A1, A2))
+    cr = solve_qbd(QBD(A0, A1, A2), algorithm="cyclic_reduction")
     assert np.allclose(lr.R, R, atol=1e-11)
     assert np.allclose(cr.R, lr.R, atol=1e-12)
     assert cr.mean_level() == pytest.approx(lr.mean_level(), rel=1e-10)
@@ -173,7 +174,7 @@ def test_logarithmic_and_cyclic_reduction_and_functional_iteration_agree(seed):
 
 def test_expect_agrees_with_expect_affine_and_rejects_nonaffine_rewards():
     A0, A1, A2 = random_qbd(3, 7)
-    sol = solve_qbd(A0, A1, A2)
+    sol = solve_qbd(QBD(A0, A1, A2))
     j = np.arange(3.0)
     assert sol.expect(lambda n, ph: 2 * n + ph) == pytest.approx(sol.expect_affine(j, j, 2.0))
     assert sol.expect(lambda n, ph: 1.0) == pytest.approx(1.0, abs=1e-13)
@@ -185,35 +186,35 @@ def test_expect_agrees_with_expect_affine_and_rejects_nonaffine_rewards():
 # ----------------------------------------------------------------------- stability, errors
 def test_unstable_qbd_raises_naming_the_drift_condition():
     with pytest.raises(UnstableError, match=r"pi_A A0 1 = 1 must be < pi_A A2 1 = 1"):
-        solve_qbd([[1.0]], [[-2.0]], [[1.0]])  # M/M/1 with rho = 1
+        solve_qbd(QBD([[1.0]], [[-2.0]], [[1.0]]))  # M/M/1 with rho = 1
     with pytest.raises(UnstableError, match="drift"):
-        solve_qbd([[1.2]], [[-2.2]], [[1.0]])
+        solve_qbd(QBD([[1.2]], [[-2.2]], [[1.0]]))
     A0, A1, A2 = random_qbd(4, 3, load=1.05)
     d = mean_drift(A0, A1, A2)
     assert d["irreducible"] and d["drift"] > 0
     with pytest.raises(UnstableError):
-        solve_qbd(A0, A1, A2)
+        solve_qbd(QBD(A0, A1, A2))
 
 
 def test_invalid_blocks_are_refused_with_one_line_messages():
     with pytest.raises(ModelError, match="row 0 of A0 \\+ A1 \\+ A2 must sum to 0"):
-        solve_qbd([[0.5]], [[-1.0]], [[0.6]])
+        solve_qbd(QBD([[0.5]], [[-1.0]], [[0.6]]))
     with pytest.raises(ModelError, match="A0 entries must be >= 0"):
-        solve_qbd([[-0.5]], [[-0.5]], [[1.0]])
+        solve_qbd(QBD([[-0.5]], [[-0.5]], [[1.0]]))
     with pytest.raises(ModelError, match="A2 must have shape"):
-        solve_qbd(np.eye(2), -3 * np.eye(2), [[1.0]])
+        solve_qbd(QBD(np.eye(2), -3 * np.eye(2), [[1.0]]))
     with pytest.raises(ModelError, match="B0 is required"):
-        solve_qbd([[0.5]], [[-1.5]], [[1.0]], B1=[[-1.0, 1.0], [1.0, -1.0]])
+        solve_qbd(QBD([[0.5]], [[-1.5]], [[1.0]], B1=[[-1.0, 1.0], [1.0, -1.0]]))
     with pytest.raises(ModelError, match="algorithm must be one of"):
-        solve_qbd([[0.5]], [[-1.5]], [[1.0]], algorithm="newton")
+        solve_qbd(QBD([[0.5]], [[-1.5]], [[1.0]]), algorithm="newton")
 
 
 def test_nonconvergence_warns_or_raises_with_strict():
     A0, A1, A2 = random_qbd(3, 5, load=0.99)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        solve_qbd(A0, A1, A2, maxiter=1)
+        solve_qbd(QBD(A0, A1, A2), maxiter=1)
     assert any(w.category is ConvergenceWarning and "not stochastic" in str(w.message) for w in caught)
     assert any(w.category is AccuracyWarning and "residual" in str(w.message) for w in caught)
     with pytest.raises(ConvergenceError):
-        solve_qbd(A0, A1, A2, maxiter=1, strict=True)
+        solve_qbd(QBD(A0, A1, A2), maxiter=1, strict=True)

@@ -14,7 +14,7 @@ import pytest
 import exactq
 from exactq.cli import main
 from exactq.errors import AccuracyWarning, ModelError, NotApplicableError, UnstableError
-from exactq.solvers.qbd_method import qbd_expectations
+from exactq.solvers.qbd import solve_qbd
 
 MEASURES = ("mean_number", "mean_waiting_time", "mean_response_time", "p_wait", "prob_empty")
 
@@ -59,14 +59,16 @@ def test_rate_scaling():
 
 def test_qbd_invariants():
     m = exactq.model("sed", arrival_rate=1.8, service_rates="1,1", phases=3)
-    blocks = m.qbd_blocks(40)
+    q = m.qbd(40)
     for name in ("A0", "A1", "A2", "B0", "B1", "B2"):
-        off = blocks[name] - np.diag(np.diag(blocks[name])) if blocks[name].shape[0] == blocks[name].shape[1] \
-            else blocks[name]
+        X = getattr(q, name)
+        off = X - np.diag(np.diag(X)) if X.shape[0] == X.shape[1] else X
         assert off.min() >= 0, name
-    assert np.allclose((blocks["A0"] + blocks["A1"] + blocks["A2"]).sum(1), 0)
-    assert np.allclose((blocks["B0"] + blocks["B1"]).sum(1), 0)
-    exp, sol = qbd_expectations(blocks)
+    assert np.allclose((q.A0 + q.A1 + q.A2).sum(1), 0)
+    assert np.allclose((q.B0 + q.B1).sum(1), 0)
+    sol = solve_qbd(q)
+    exp = {name: sol.expect_affine(*t) for name, t in m.qbd_rewards(q).items()}
+    exp["edge_mass"] = sol.edge_mass()
     assert sol.spectral_radius < 1
     assert sol.residual < 1e-12
     dist = sol.level_distribution(400)

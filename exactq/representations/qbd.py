@@ -183,11 +183,6 @@ class QBD:
         """Phases ``m0`` of level 0."""
         return self.B1.shape[0]
 
-    @property
-    def n_states(self) -> int:
-        """States of levels 0 and 1 (the blocks' size; the levels themselves are unbounded)."""
-        return self.n_boundary_phases + self.n_phases
-
     def as_continuous(self) -> "QBD":
         """The continuous-time QBD with the same stationary law and the same ``R`` and ``G``.
 
@@ -370,6 +365,16 @@ class QBDSolution:
                 and np.allclose(f4 - f3, b, rtol=0, atol=1e-12 * scale)):
             raise ModelError("expect: the reward must be affine in the level for levels >= 1")
         return self.expect_affine(at(0, ph0), f1 - b, b)
+
+    @property
+    def info(self) -> dict:
+        """The solution's diagnostics, as reported in a result's ``info``."""
+        out = {"levels": "all (matrix-geometric)", "phases_per_level": self.n_phases,
+               "spectral_radius_R": self.spectral_radius, "g_defect": self.g_defect, "algorithm": self.algorithm}
+        if self.qbd is not None and self.qbd.truncation is not None:
+            out["phase_truncation"] = self.qbd.truncation.level
+            out["edge_mass"] = self.edge_mass()
+        return out
 
     def edge_mass(self) -> float:
         """Probability of the phases at the edge of the QBD's phase truncation (0 without one)."""
