@@ -1,9 +1,12 @@
-"""Registry of paper reproductions for ``exactq reproduce NAME``.
+"""Paper reproductions for ``exactq reproduce NAME``: one module per seed paper.
 
 A reproduction is a function ``fn(out_dir: pathlib.Path | None) -> str`` that computes
 a seed paper's table(s) with exactq, returns them as text, and, when ``out_dir`` is
 given, writes the table as JSON and (if matplotlib is installed, the ``plot`` extra)
-the figure(s) into it. Register with :func:`register_reproduction`.
+the figure(s) into it. Register with :func:`register_reproduction`. The modules of this
+package are imported only when a reproduction is listed or run, never by the model
+catalogue. Figures are drawn on :func:`new_figure` (matplotlib's object-oriented
+``Figure``, which saves without pyplot or a global backend switch).
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import inspect
 from pathlib import Path
 from typing import Callable
 
-from .errors import ModelError
+from ..errors import ModelError
 
-__all__ = ["register_reproduction", "reproduce", "reproduction_names"]
+__all__ = ["register_reproduction", "reproduce", "reproduction_names", "have_matplotlib", "new_figure"]
 
 _REPRODUCTIONS: dict[str, tuple[Callable[[Path | None], str], str]] = {}
 
@@ -29,9 +32,15 @@ def register_reproduction(name: str, doc: str):
     return deco
 
 
-def reproduction_names() -> dict[str, str]:
-    from .catalogue import _load
+def _load() -> None:
+    """Import every reproduction module of this package (and the catalogue, which they use)."""
+    from ..catalogue import _load as load_catalogue, import_all
 
+    load_catalogue()
+    import_all(__name__, __path__)
+
+
+def reproduction_names() -> dict[str, str]:
     _load()
     return {k: v[1] for k, v in sorted(_REPRODUCTIONS.items())}
 
@@ -60,3 +69,10 @@ def have_matplotlib() -> bool:
     except ImportError:
         return False
     return True
+
+
+def new_figure(**kwargs):
+    """A matplotlib ``Figure`` that can ``savefig`` without pyplot (no global backend switch)."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
