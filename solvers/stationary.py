@@ -492,9 +492,7 @@ def _refine_mp(Q, ref, coords, jumps, dps, ordering="auto"):
     lu, B, b, perm, info = _factor(Q, ref, coords, jumps, ordering)
     Bc = B.tocsr()
     Bc.sort_indices()
-    old = mpmath.mp.dps
-    mpmath.mp.dps = dps
-    try:
+    with mpmath.workdps(dps):  # the precision is scoped to this solve
         mpf = mpmath.mpf
         to_mp = np.frompyfunc(mpf, 1, 1)
         data = to_mp(Bc.data)
@@ -524,8 +522,6 @@ def _refine_mp(Q, ref, coords, jumps, dps, ordering="auto"):
         info.update({"dps": dps, "refinement_steps": it, "mp_relative_residual": float(rnorm)})
         info["pi_mp"] = pi_mp
         pi = np.array([float(v) for v in pi_mp])
-    finally:
-        mpmath.mp.dps = old
     return pi, info
 
 
