@@ -11,7 +11,17 @@ reduction, or cyclic reduction as an independent second algorithm), ``U = A1 + A
 ``R0 = B0 (-U)^-1``. The vector ``pi_0`` solves the censored boundary chain
 ``pi_0 (B1 + R0 B2) = 0`` with the normalisation ``pi_0 1 + pi_0 R0 (I - R)^-1 1 = 1``.
 A discrete-time QBD is solved as the continuous-time one with ``A1 - I`` and
-``B1 - I``, which has the same ``G``, ``R`` and stationary law.
+``B1 - I``, which has the same ``G``, ``R`` and stationary law. A QBD with a
+``reset`` block ``Z`` (jumps from every level to level 0) has the same ``G`` and ``R``
+equations; only the boundary changes, to ``pi_0 (B1 + R0 B2 + R0 (I - R)^-1 Z) = 0``.
+
+Three algorithms compute ``G``: logarithmic reduction (quadratic convergence, the
+default), cyclic reduction (quadratic, an independent second one) and functional
+iteration (linear, the slow reference). ``dps=50`` recomputes ``G``, ``R``, ``R0``
+and ``pi_0`` at 50 significant digits with ``mpmath`` (:func:`refine_mp`; QBDs with
+at most :data:`MP_MAX_PHASES` phases). Stability is the mean-drift condition
+(:func:`mean_drift`), checked before any iteration, with ``sp(R) < 1`` as a second
+test (the only one for a QBD with resets).
 
 Everything here is dense (``numpy.linalg``; LAPACK ``gesv``): phase counts above
 :data:`MAX_PHASES` are refused.
@@ -27,7 +37,13 @@ D. Bini and B. Meini, "On the solution of a nonlinear matrix equation arising in
 queueing problems", SIAM J. Matrix Anal. Appl. 17 (1996) 906-926 (cyclic
 reduction; Bini, Latouche & Meini, *Numerical Methods for Structured Markov
 Chains*, OUP 2005).
-M. F. Neuts, *Matrix-Geometric Solutions in Stochastic Models*, 1981.
+M. F. Neuts, *Matrix-Geometric Solutions in Stochastic Models*, 1981 (functional
+iteration, Thm 8.2.1 / Lemma 1.2.3 for ``R``).
+D. Bini, B. Meini, S. Steffe and B. Van Houdt, "Structured Markov chains solver:
+software tools", SMCTOOLS 2006 (the algorithm family of SMCSolver; BuTools'
+``QBDFundamentalMatrices`` offers the same set).
+N. J. Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM 2002,
+ch. 12 (mixed-precision iterative refinement, used by :func:`refine_mp`).
 
 Examples
 --------
@@ -48,7 +64,9 @@ from __future__ import annotations
 import time
 import warnings
 
+import mpmath
 import numpy as np
+import scipy.linalg as sla
 from scipy.sparse.csgraph import connected_components
 
 from exactq.catalogue import register_method, register_solver
@@ -66,13 +84,19 @@ __all__ = [
     "mean_drift",
     "logarithmic_reduction",
     "cyclic_reduction",
+    "functional_iteration",
+    "refine_mp",
     "MAX_PHASES",
+    "MP_MAX_PHASES",
     "ALGORITHMS",
 ]
 
 #: largest number of phases accepted (every matrix here is dense)
 MAX_PHASES = 2000
-ALGORITHMS = ("logarithmic_reduction", "cyclic_reduction")
+#: largest number of phases of the 50-digit path (each mpmath product of two blocks costs
+#: m^3 multiplications in Python objects: about 0.2 s at m = 50)
+MP_MAX_PHASES = 64
+ALGORITHMS = ("logarithmic_reduction", "cyclic_reduction", "functional_iteration")
 _EPS = np.finfo(float).eps
 
 
@@ -107,6 +131,14 @@ def mean_drift(A0, A1, A2) -> dict:
         ``up`` (``pi_A A0 1``), ``down`` (``pi_A A2 1``), ``drift`` (up - down),
         ``irreducible`` (whether ``A`` is irreducible; the test needs it) and
         ``pi_A``.
+
+    Examples
+    --------
+    M/M/1 with ``lambda = 0.3``, ``mu = 1``: the drift is ``lambda - mu``.
+
+    >>> d = mean_drift([[0.3]], [[-1.3]], [[1.0]])
+    >>> bool(np.isclose(d["drift"], 0.3 - 1.0)), d["irreducible"]
+    (True, True)
     """
     A0, A1, A2 = (np.asarray(X, dtype=float) for X in (A0, A1, A2))
     A = A0 + A1 + A2
@@ -139,6 +171,14 @@ def logarithmic_reduction(A0, A1, A2, *, tol: float = 1e-14, maxiter: int = 100)
     G : (m, m) ndarray
     nit : int
     converged : bool
+
+    Examples
+    --------
+    A recurrent M/M/1 queue returns to the level below with probability one:
+
+    >>> G, nit, ok = logarithmic_reduction([[0.5]], [[-1.5]], [[1.0]])
+    >>> bool(ok and abs(G[0, 0] - 1.0) < 1e-14)
+    True
     """
     A0, A1, A2 = (np.asarray(X, dtype=float) for X in (A0, A1, A2))
     m = A1.shape[0]
@@ -176,6 +216,12 @@ def cyclic_reduction(A0, A1, A2, *, tol: float = 1e-14, maxiter: int = 100):
     G : (m, m) ndarray
     nit : int
     converged : bool
+
+    Examples
+    --------
+    >>> G, nit, ok = cyclic_reduction([[0.5]], [[-1.5]], [[1.0]])
+    >>> bool(ok and abs(G[0, 0] - 1.0) < 1e-14)
+    True
     """
     A0, A1, A2 = (np.asarray(X, dtype=float) for X in (A0, A1, A2))
     m = A1.shape[0]
@@ -195,7 +241,175 @@ def cyclic_reduction(A0, A1, A2, *, tol: float = 1e-14, maxiter: int = 100):
     return G, maxiter, False
 
 
-_ALGO = {"logarithmic_reduction": logarithmic_reduction, "cyclic_reduction": cyclic_reduction}
+FUNCTIONAL_VARIANTS = ("u-based", "traditional")
+
+
+def functional_iteration(A0, A1, A2, *, tol: float = 1e-14, maxiter: int = 1_000_000, variant: str = "u-based"):
+    """The matrix ``G`` by functional iteration from ``G_0 = 0``: the slow reference.
+
+    Two of the linearly convergent iterations of Latouche & Ramaswami (1999, sec. 8.1;
+    Neuts 1981), in continuous time (SMCSolver's ``QBD_FI`` modes of the same names):
+
+    ``"traditional"``
+        ``G <- (-A1)^-1 (A2 + A0 G^2)``;
+    ``"u-based"``
+        ``G <- (-(A1 + A0 G))^-1 A2`` (fewer iterations, one solve each).
+
+    Both increase monotonically to the minimal solution. Each iteration removes a
+    fixed fraction of the error (about ``sp(R)`` near saturation), so they need
+    thousands of iterations where the reductions need twenty: an independent check,
+    not a production method.
+
+    Stopping test: ``max(1 - G 1) <= tol``, or the last increment below
+    ``eps`` (a substochastic ``G``, e.g. a QBD with resets).
+
+    Returns
+    -------
+    G : (m, m) ndarray
+    nit : int
+    converged : bool
+
+    Examples
+    --------
+    >>> G, nit, ok = functional_iteration([[0.5]], [[-1.5]], [[1.0]])
+    >>> bool(ok and abs(G[0, 0] - 1.0) < 1e-13 and nit > 20)
+    True
+    """
+    if variant not in FUNCTIONAL_VARIANTS:
+        raise ModelError(f"variant must be one of {', '.join(FUNCTIONAL_VARIANTS)}; got {variant!r}")
+    A0, A1, A2 = (np.asarray(X, dtype=float) for X in (A0, A1, A2))
+    m = A1.shape[0]
+    G = np.zeros((m, m))
+    if variant == "traditional":
+        lu = sla.lu_factor(-A1)
+        L = sla.lu_solve(lu, A2)
+        H = sla.lu_solve(lu, A0)
+    for k in range(1, int(maxiter) + 1):
+        if variant == "traditional":
+            G_new = L + H @ (G @ G)
+        else:
+            G_new = np.linalg.solve(-(A1 + A0 @ G), A2)
+        inc = float(np.abs(G_new - G).max())
+        G = G_new
+        if float(np.max(np.abs(1.0 - G.sum(1)))) <= tol or inc <= _EPS * 0.5:
+            return G, k, True
+    return G, int(maxiter), False
+
+
+_ALGO = {"logarithmic_reduction": logarithmic_reduction, "cyclic_reduction": cyclic_reduction,
+         "functional_iteration": functional_iteration}
+#: default iteration limits: the reductions double the levels accounted for per step
+_MAXITER = {"logarithmic_reduction": 100, "cyclic_reduction": 100, "functional_iteration": 1_000_000}
+
+
+# ------------------------------------------------------------------- 50-digit refinement
+def _mp(X) -> np.ndarray:
+    """A float array as an object array of ``mpmath.mpf`` (exact: every float is a binary fraction)."""
+    return np.vectorize(mpmath.mpf, otypes=[object])(np.asarray(X, dtype=float))
+
+
+def _mp_norm(X) -> float:
+    """Largest absolute entry of an object array of mpf (as a float)."""
+    return float(max((abs(x) for x in np.asarray(X).flat), default=0.0))
+
+
+def _mp_solve(A, B, digits: int, maxsteps: int = 40):
+    """``A X = B`` in mpmath by float LU and mixed-precision iterative refinement (Higham 2002, ch. 12).
+
+    Each step gains about ``-log10(cond(A) eps)`` digits; it stops when the residual
+    ``||B - A X||`` is below ``10^-digits ||B||``. Returns ``(X, residual, steps)``.
+    """
+    lu = sla.lu_factor(A.astype(float))
+    X = _mp(sla.lu_solve(lu, B.astype(float)))
+    target = 10.0 ** (-digits) * max(_mp_norm(B), 1e-300)
+    res = float("inf")
+    for step in range(1, maxsteps + 1):
+        Res = B - A @ X
+        res = _mp_norm(Res)
+        if res <= target:
+            return X, res, step
+        X = X + _mp(sla.lu_solve(lu, Res.astype(float)))
+    return X, res, maxsteps
+
+
+def _stein_solver(M: np.ndarray, N: np.ndarray):
+    """A solver of ``X + M X N = D`` in float (complex Schur forms of ``M`` and ``N``; Bartels-Stewart).
+
+    With ``M = Q1 T1 Q1^H`` and ``N = Q2 T2 Q2^H`` (upper triangular ``T``), ``Y =
+    Q1^H X Q2`` solves ``Y + T1 Y T2 = Q1^H D Q2`` column by column:
+    ``(I + T2[j, j] T1) y_j = e_j - T1 sum_{k<j} y_k T2[k, j]``.
+    """
+    T1, Q1 = sla.schur(M.astype(complex), output="complex")
+    T2, Q2 = sla.schur(N.astype(complex), output="complex")
+    m = M.shape[0]
+    eye = np.eye(m)
+
+    def solve(D: np.ndarray) -> np.ndarray:
+        E = Q1.conj().T @ D @ Q2
+        Y = np.zeros_like(E)
+        for j in range(m):
+            rhs = E[:, j] - T1 @ (Y[:, :j] @ T2[:j, j])
+            Y[:, j] = sla.solve_triangular(eye + T2[j, j] * T1, rhs)
+        return (Q1 @ Y @ Q2.conj().T).real
+
+    return solve
+
+
+def refine_mp(A0, A1, A2, G, *, dps: int = 50, maxsteps: int = 30):
+    """``G`` and ``R`` of a continuous-time QBD at ``dps`` digits, from a float ``G``.
+
+    Simplified Newton iteration on ``F(G) = A2 + A1 G + A0 G^2 = 0`` (Latouche 1994):
+    the residual is computed in ``mpmath`` at ``dps`` digits, the correction ``X``
+    from the float derivative ``U X + A0 X G = -F`` (``U = A1 + A0 G``), a Stein
+    equation ``X + (U^-1 A0) X G = -U^-1 F`` solved through complex Schur forms. Each
+    step gains about ``-log10(cond eps)`` digits. Then ``R = A0 (-U)^-1`` by
+    mixed-precision refinement of the float LU. Precision is scoped
+    (``mpmath.workdps``), never set globally.
+
+    Returns
+    -------
+    dict
+        ``G``, ``R``, ``U`` (object arrays of ``mpmath.mpf``), ``g_residual`` and
+        ``r_residual`` (``||F(G)||``, ``||A0 + R A1 + R^2 A2||`` at ``dps`` digits, as
+        floats), ``steps`` (Newton steps), ``dps``.
+
+    Examples
+    --------
+    M/M/1 with ``lambda = 3/8``, ``mu = 1`` (exact binary fractions): ``G = 1`` and
+    ``R = 3/8`` to 50 digits, from a float ``G`` that is off by ``1e-12``.
+
+    >>> out = refine_mp([[0.375]], [[-1.375]], [[1.0]], [[1.0 - 1e-12]])
+    >>> with mpmath.workdps(50):
+    ...     bool(abs(out["R"][0, 0] - mpmath.mpf(3) / 8) < mpmath.mpf(10) ** -48
+    ...          and abs(out["G"][0, 0] - 1) < mpmath.mpf(10) ** -48)
+    True
+    """
+    dps = int(dps)
+    if dps < 16:
+        raise ModelError(f"dps must be >= 16 (the float path has 16 digits); got {dps}")
+    A0f, A1f, A2f, Gf = (np.atleast_2d(np.asarray(X, dtype=float)) for X in (A0, A1, A2, G))
+    m = A1f.shape[0]
+    if m > MP_MAX_PHASES:
+        raise ModelError(f"the {dps}-digit path applies to QBDs with at most {MP_MAX_PHASES} phases; got {m}")
+    Uf = A1f + A0f @ Gf
+    stein = _stein_solver(np.linalg.solve(Uf, A0f), Gf)
+    scale = max(float(np.abs(A1f).max()), 1e-300)
+    with mpmath.workdps(dps + 10):
+        A0, A1, A2, Gm = (_mp(X) for X in (A0f, A1f, A2f, Gf))
+        target = 10.0 ** (-dps) * scale
+        g_res, steps = float("inf"), 0
+        for steps in range(1, maxsteps + 1):
+            F = A2 + A1 @ Gm + A0 @ (Gm @ Gm)
+            g_res = _mp_norm(F)
+            if g_res <= target:
+                break
+            X = stein(np.linalg.solve(Uf, -F.astype(float)))
+            Gm = Gm + _mp(X)
+        U = A1 + A0 @ Gm
+        Rt, _, _ = _mp_solve(-U.T, A0.T.copy(), dps)
+        R = Rt.T.copy()
+        r_res = _mp_norm(A0 + R @ A1 + R @ (R @ A2))
+    return {"G": Gm, "R": R, "U": U, "g_residual": g_res, "r_residual": r_res, "steps": steps, "dps": dps}
 
 
 # --------------------------------------------------------------------------- solver
@@ -213,25 +427,34 @@ def _phase_count(qbd: QBD) -> str | None:
 
 
 @register_solver(QBD, name="matrix-geometric", applies=_phase_count,
-                 doc="G by logarithmic (or cyclic) reduction, R, the boundary and the matrix-geometric law",
-                 options=("algorithm", "tol", "maxiter", "strict"))
-def solve_qbd(qbd: QBD, *, algorithm: str = "logarithmic_reduction", tol: float = 1e-14, maxiter: int = 100,
-              strict: bool = False) -> QBDSolution:
+                 doc="G by logarithmic or cyclic reduction (or functional iteration), R, the boundary and the "
+                     "matrix-geometric law; optionally recomputed at 50 digits",
+                 options=("algorithm", "tol", "maxiter", "strict", "dps"))
+def solve_qbd(qbd: QBD, *, algorithm: str = "logarithmic_reduction", tol: float = 1e-14, maxiter: int | None = None,
+              strict: bool = False, dps: int | None = None) -> QBDSolution:
     """Stationary law of a level-independent QBD with a boundary level 0.
 
     Parameters
     ----------
     qbd : QBD
-        The blocks (validated by the representation), continuous or discrete time.
-    algorithm : {"logarithmic_reduction", "cyclic_reduction"}
+        The blocks (validated by the representation), continuous or discrete time,
+        with or without resets to level 0.
+    algorithm : {"logarithmic_reduction", "cyclic_reduction", "functional_iteration"}
         How ``G`` is computed; ``R = A0 (-(A1 + A0 G))^-1``.
     tol : float
         Stop when ``max(1 - G 1) <= tol``.
-    maxiter : int
-        At most this many reduction steps (each doubles the levels accounted for).
+    maxiter : int, optional
+        At most this many steps (default 100 for the reductions, each of which
+        doubles the levels accounted for, and 10^6 for functional iteration).
     strict : bool
         Raise :class:`ConvergenceError` (instead of a warning) when ``G`` does not
         reach ``tol``.
+    dps : int, optional
+        Recompute ``G``, ``R``, ``R0`` and ``pi_0`` at ``dps`` significant digits
+        (typically 50) with ``mpmath`` from the float solution (:func:`refine_mp`);
+        at most :data:`MP_MAX_PHASES` phases. The returned float arrays are the
+        rounded high-precision ones and ``solution.mp`` holds the ``mpmath``
+        matrices with their residuals.
 
     Returns
     -------
@@ -240,18 +463,19 @@ def solve_qbd(qbd: QBD, *, algorithm: str = "logarithmic_reduction", tol: float 
     Raises
     ------
     ModelError
-        More than :data:`MAX_PHASES` phases, or a bad ``algorithm`` or ``tol``.
+        More than :data:`MAX_PHASES` phases, or a bad ``algorithm``, ``tol`` or ``dps``.
     UnstableError
-        The mean drift ``pi_A A0 1 - pi_A A2 1`` is >= 0 (or ``sp(R) >= 1``).
+        The mean drift ``pi_A A0 1 - pi_A A2 1`` is >= 0 (or ``sp(R) >= 1``); the
+        message gives the drift.
     ConvergenceError
-        With ``strict=True`` when ``G`` is not stochastic to ``tol``.
+        With ``strict=True`` when ``G`` does not reach ``tol``.
 
     Notes
     -----
     The boundary vector solves the censored chain on level 0,
-    ``pi_0 (B1 + R0 B2) = 0``, with the normalisation
-    ``pi_0 1 + pi_0 R0 (I - R)^-1 1 = 1``, by a dense LU solve with one equation
-    replaced by the normalisation. Dense QBDs with at most
+    ``pi_0 (B1 + R0 B2 + R0 (I - R)^-1 Z) = 0`` (``Z`` the reset block, zero without
+    one), with the normalisation ``pi_0 1 + pi_0 R0 (I - R)^-1 1 = 1``, by a dense LU
+    solve with one equation replaced by the normalisation. Dense QBDs with at most
     :data:`SINGLE_THREAD_PHASES` phases run BLAS on one thread.
 
     Examples
@@ -261,6 +485,13 @@ def solve_qbd(qbd: QBD, *, algorithm: str = "logarithmic_reduction", tol: float 
     >>> sol = solve_qbd(QBD([[0.9]], [[-1.9]], [[1.0]]))
     >>> bool(abs(sol.mean_level() - 9.0) < 1e-9 and sol.spectral_radius < 1)
     True
+
+    The same at 50 digits (``lambda = 7/8``, an exact binary fraction): ``R = 7/8``
+    with a residual below ``1e-45``.
+
+    >>> sol = solve_qbd(QBD([[0.875]], [[-1.875]], [[1.0]]), dps=50)
+    >>> sol.R[0, 0] == 0.875 and sol.mp["r_residual"] < 1e-45 and sol.mp["dps"] == 50
+    True
     """
     if not isinstance(qbd, QBD):
         raise ModelError(f"solve_qbd takes a QBD representation; got {type(qbd).__name__}")
@@ -268,6 +499,16 @@ def solve_qbd(qbd: QBD, *, algorithm: str = "logarithmic_reduction", tol: float 
         raise ModelError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
     if not (isinstance(tol, (int, float)) and 0 < tol < 1):
         raise ModelError(f"tol must be in (0, 1); got {tol!r}")
+    if maxiter is None:
+        maxiter = _MAXITER[algorithm]
+    if not (isinstance(maxiter, (int, np.integer)) and maxiter >= 1):
+        raise ModelError(f"maxiter must be an integer >= 1; got {maxiter!r}")
+    if dps is not None:
+        if not (isinstance(dps, (int, np.integer)) and 16 <= dps <= 1000):
+            raise ModelError(f"dps must be an integer in [16, 1000]; got {dps!r}")
+        if qbd.n_phases > MP_MAX_PHASES or qbd.n_boundary_phases > MP_MAX_PHASES:
+            raise ModelError(f"dps={dps}: the high-precision path applies to QBDs with at most {MP_MAX_PHASES} "
+                             f"phases; got {max(qbd.n_phases, qbd.n_boundary_phases)}")
     why = _phase_count(qbd)
     if why:
         raise ModelError(why)
@@ -275,23 +516,31 @@ def solve_qbd(qbd: QBD, *, algorithm: str = "logarithmic_reduction", tol: float 
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1, user_api="blas"):
-            return _solve(qbd, algorithm, tol, maxiter, strict)
-    return _solve(qbd, algorithm, tol, maxiter, strict)
+            return _solve(qbd, algorithm, tol, maxiter, strict, dps)
+    return _solve(qbd, algorithm, tol, maxiter, strict, dps)
 
 
-def _solve(qbd: QBD, algorithm: str, tol: float, maxiter: int, strict: bool) -> QBDSolution:
-    t0 = time.perf_counter()
-    c = qbd.as_continuous()
-    A0, A1, A2, B0, B1, B2 = c.A0, c.A1, c.A2, c.B0, c.B1, c.B2
-    m, m0 = c.n_phases, c.n_boundary_phases
-    scale = float(max(np.abs(A1).max(), np.abs(B1).max()))
-
+def _check_drift(A0, A1, A2) -> dict:
+    """The mean-drift test; ``UnstableError`` naming the drift when it is >= 0."""
     drift = mean_drift(A0, A1, A2)
     if drift["irreducible"] and drift["drift"] >= -1e-12 * max(drift["up"], drift["down"]):
         raise UnstableError(
-            f"the QBD is not positive recurrent: mean drift pi_A A0 1 = {drift['up']:.6g} must be "
-            f"< pi_A A2 1 = {drift['down']:.6g} (pi_A the stationary vector of A0 + A1 + A2)"
+            f"the QBD is not positive recurrent: mean drift pi_A A0 1 - pi_A A2 1 = {drift['drift']:.6g} must be "
+            f"< 0 (pi_A A0 1 = {drift['up']:.6g} must be < pi_A A2 1 = {drift['down']:.6g}; pi_A the stationary "
+            "vector of A0 + A1 + A2)"
         )
+    return drift
+
+
+def _solve(qbd: QBD, algorithm: str, tol: float, maxiter: int, strict: bool, dps: int | None) -> QBDSolution:
+    t0 = time.perf_counter()
+    c = qbd.as_continuous()
+    A0, A1, A2, B0, B1, B2, Z = c.A0, c.A1, c.A2, c.B0, c.B1, c.B2, c.reset
+    m, m0 = c.n_phases, c.n_boundary_phases
+    scale = float(max(np.abs(A1).max(), np.abs(B1).max()))
+
+    # a QBD with resets has no drift test (A0 + A1 + A2 is not a generator): sp(R) < 1 decides
+    drift = _check_drift(A0, A1, A2) if Z is None else {"resets": True}
 
     G, nit, converged = _ALGO[algorithm](A0, A1, A2, tol=tol, maxiter=maxiter)
     U = A1 + A0 @ G
@@ -306,48 +555,89 @@ def _solve(qbd: QBD, algorithm: str, tol: float, maxiter: int, strict: bool) -> 
             f"(mean drift condition pi_A A0 1 < pi_A A2 1 fails)"
         )
     g_defect = float(np.max(np.abs(1.0 - G.sum(1))))
-    if not converged or g_defect > max(tol, 1e3 * _EPS * m):
-        msg = (f"{algorithm}: G is not stochastic to tol={tol:g} after {nit} iterations "
-               f"(max |1 - G 1| = {g_defect:.3e})")
+    g_residual = float(np.abs(A2 + A1 @ G + A0 @ G @ G).sum(1).max())
+    g_ok = g_defect <= max(tol, 1e3 * _EPS * m) if Z is None else g_residual <= 1e3 * _EPS * m * max(scale, 1.0)
+    if not converged or not g_ok:
+        what = (f"G is not stochastic to tol={tol:g}" if Z is None else "G does not solve A2 + A1 G + A0 G^2 = 0")
+        msg = (f"{algorithm}: {what} after {nit} iterations "
+               f"(max |1 - G 1| = {g_defect:.3e}, residual {g_residual:.3e})")
         if strict:
             raise ConvergenceError(msg)
-        warnings.warn(msg, ConvergenceWarning, stacklevel=2)
+        warnings.warn(msg, ConvergenceWarning, stacklevel=3)
 
-    # boundary: censored chain on level 0 plus normalisation
     eye = np.eye(m)
-    W = np.linalg.inv(eye - R)
-    C = B1 + R0 @ B2
-    norm = 1.0 + R0 @ W.sum(1)
-    M = C.copy()
-    j = int(np.argmax(np.abs(np.diag(C))))  # replace the equation of the busiest state
-    M[:, j] = norm
-    rhs = np.zeros(m0)
-    rhs[j] = 1.0
-    pi0 = np.linalg.solve(M.T, rhs)
-    if pi0.min() < -1e-10 * max(float(pi0.max()), 1e-300):
-        warnings.warn(f"QBD boundary vector has a negative entry {pi0.min():.3e}; the boundary "
-                      "blocks may be inconsistent", AccuracyWarning, stacklevel=2)
-    pi0 = np.maximum(pi0, 0.0)
-    pi0 /= float(pi0 @ norm)
+    mp_out = None
+    if dps is not None:
+        mp_out = _boundary_mp(A0, A1, A2, B0, B1, B2, Z, G, dps)
+        r_change = float(np.abs(R - mp_out["R"].astype(float)).max())
+        mp_out["r_change"] = r_change
+        G, R, R0, pi0, W = (mp_out[k].astype(float) for k in ("G", "R", "R0", "pi0", "W"))
+    else:
+        # boundary: censored chain on level 0 plus normalisation
+        W = np.linalg.inv(eye - R)
+        C = B1 + R0 @ B2
+        if Z is not None:
+            C = C + R0 @ (W @ Z)
+        norm = 1.0 + R0 @ W.sum(1)
+        M = C.copy()
+        j = int(np.argmax(np.abs(np.diag(C))))  # replace the equation of the busiest state
+        M[:, j] = norm
+        rhs = np.zeros(m0)
+        rhs[j] = 1.0
+        pi0 = np.linalg.solve(M.T, rhs)
+        if pi0.min() < -1e-10 * max(float(pi0.max()), 1e-300):
+            warnings.warn(f"QBD boundary vector has a negative entry {pi0.min():.3e}; the boundary "
+                          "blocks may be inconsistent", AccuracyWarning, stacklevel=3)
+        pi0 = np.maximum(pi0, 0.0)
+        pi0 /= float(pi0 @ norm)
 
     pi1 = pi0 @ R0
     pi2 = pi1 @ R
     pi3 = pi2 @ R
     r_res = float(np.abs(A0 + R @ A1 + R @ R @ A2).sum(1).max())
+    level0 = pi0 @ B1 + pi1 @ B2 + (0.0 if Z is None else (pi1 @ W) @ Z)
     residual = max(
-        float(np.abs(pi0 @ B1 + pi1 @ B2).max()),
+        float(np.abs(level0).max()),
         float(np.abs(pi0 @ B0 + pi1 @ A1 + pi2 @ A2).max()),
         float(np.abs(pi1 @ A0 + pi2 @ A1 + pi3 @ A2).max()),
         abs(float(pi0.sum() + pi1 @ W.sum(1)) - 1.0),
     )
     if residual > 1e-8 * max(scale, 1.0):
         warnings.warn(f"QBD balance residual {residual:.3e} is large; the stationary law may be "
-                      "inaccurate", AccuracyWarning, stacklevel=2)
+                      "inaccurate", AccuracyWarning, stacklevel=3)
     return QBDSolution(
         R=R, G=G, R0=R0, pi0=pi0, spectral_radius=spr, residual=residual, r_residual=r_res,
-        g_defect=g_defect, nit=nit, algorithm=algorithm, drift=drift,
-        seconds=time.perf_counter() - t0, qbd=qbd, _inv=W,
+        g_defect=g_defect, nit=nit, algorithm=algorithm if dps is None else f"{algorithm}+mpmath{dps}",
+        drift=drift, seconds=time.perf_counter() - t0, qbd=qbd, _inv=W, g_residual=g_residual, mp=mp_out,
     )
+
+
+def _boundary_mp(A0, A1, A2, B0, B1, B2, Z, G, dps: int) -> dict:
+    """``G``, ``R``, ``R0``, ``(I - R)^-1`` and ``pi_0`` at ``dps`` digits (:func:`refine_mp`, then refined solves)."""
+    m, m0 = A1.shape[0], B1.shape[0]
+    out = refine_mp(A0, A1, A2, G, dps=dps)
+    with mpmath.workdps(dps + 10):
+        U = out["U"]
+        R0t, _, _ = _mp_solve(-U.T, _mp(B0).T.copy(), dps)
+        R0 = R0t.T.copy()
+        one = mpmath.mpf(1)
+        I_R = _mp(np.eye(m)) - out["R"]
+        rhs = [_mp(np.eye(m))] + ([_mp(Z)] if Z is not None else [])
+        Y, _, _ = _mp_solve(I_R, np.hstack(rhs), dps)
+        W = Y[:, :m]
+        C = _mp(B1) + R0 @ _mp(B2)
+        if Z is not None:
+            C = C + R0 @ Y[:, m:]
+        norm = one + R0 @ W.sum(axis=1)
+        M = C.copy()
+        j = int(np.argmax(np.abs(np.diag(C.astype(float)))))
+        M[:, j] = norm
+        e = _mp(np.eye(m0)[:, [j]])
+        p, p_res, _ = _mp_solve(M.T.copy(), e, dps)
+        pi0 = p[:, 0]
+        pi0 = pi0 / (pi0 @ norm)
+        out.update(R0=R0, W=W, pi0=pi0, pi0_residual=p_res)
+    return out
 
 
 register_method(
@@ -356,7 +646,7 @@ register_method(
     driver="adaptive",
     doc="matrix-geometric solution: exact in the unbounded level (the phase truncated adaptively, where "
         "the model has one)",
-    options=("tol", "truncation", "strict"),
+    options=("tol", "truncation", "strict", "algorithm", "dps"),
     infinite="qbd_truncated",
     start="qbd_start",
     size="qbd_size",

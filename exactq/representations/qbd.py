@@ -26,11 +26,25 @@ and every row sums to zero: ``(A0 + A1 + A2) 1 = 0``, ``(B1 + B0) 1 = 0`` and
 ``B2 1 = A2 1``. In discrete time (``time="discrete"``) the blocks hold transition
 probabilities and the same rows sum to one.
 
+A QBD may also *reset*: an optional block ``Z`` (m, m0) of rates (or probabilities)
+from every level ``n >= 1`` straight to level 0 (a catastrophe, a clearing, the age of
+information falling back to one period). The rows then satisfy
+``(A0 + A1 + A2 + Z) 1 = 0`` (``Z`` is summed into ``Z 1``) and ``B2 1 = A2 1``. The resets
+enter only the equations of level 0, so the law stays matrix-geometric with the
+same ``R``; ``G`` becomes substochastic (a reset may come before the first passage
+down).
+
 The stationary law is matrix-geometric (Neuts 1981; Latouche & Ramaswami 1999, ch. 6):
 ``pi_1 = pi_0 R0`` and ``pi_n = pi_1 R^(n-1)`` for ``n >= 1``; :class:`QBDSolution`
 holds ``R``, ``G``, ``R0`` and ``pi_0`` and gives the level law, moments and
 expectations of rewards affine in the level. The solvers are in
 :mod:`exactq.solvers.qbd`.
+
+:class:`RenewalQueue` is the scalar member of the family: one exponential server fed
+by a renewal process (GI/M/1), whose embedded chain at arrivals is of GI/M/1 type
+with the geometric law ``(1 - sigma) sigma^n``, ``sigma`` the root in (0, 1) of
+``sigma = A~(mu (1 - sigma))`` (Kleinrock 1975, vol. 1, sec. 6.4);
+:class:`RenewalQueueSolution` holds the root and the laws that follow from it.
 """
 
 from __future__ import annotations
@@ -43,7 +57,7 @@ import numpy as np
 from ..errors import ModelError
 from ..truncation import Truncation
 
-__all__ = ["QBD", "QBDSolution", "TIMES"]
+__all__ = ["QBD", "QBDSolution", "RenewalQueue", "RenewalQueueSolution", "TIMES"]
 
 TIMES = ("continuous", "discrete")
 
@@ -102,6 +116,9 @@ class QBD:
     edge, edge0 : (m,) and (m0,) array_like of bool, optional
         The phases at the edge of that phase truncation (``edge0`` defaults to
         ``edge`` when ``m0 = m``); their mass is the truncation's boundary mass.
+    reset : (m, m0) array_like, optional
+        Rates (probabilities) from every level ``n >= 1`` straight to level 0
+        (module docstring); ``None`` (the default) for none.
 
     Raises
     ------
@@ -115,6 +132,13 @@ class QBD:
     >>> q = QBD([[0.5]], [[-1.5]], [[1.0]])
     >>> q.n_phases, q.B1.tolist()
     (1, [[-0.5]])
+
+    A discrete-time counter that grows by one with probability 0.4 and falls back to
+    level 0 otherwise (a reset); its law is geometric, ``P(N = n) = 0.6 * 0.4^n``:
+
+    >>> c = QBD([[0.4]], [[0.0]], [[0.0]], B1=[[0.6]], B2=[[0.0]], reset=[[0.6]], time="discrete")
+    >>> c.has_reset, float(c.reset[0, 0])
+    (True, 0.6)
     """
 
     A0: np.ndarray
@@ -127,6 +151,7 @@ class QBD:
     truncation: Truncation | None = None
     edge: np.ndarray | None = field(default=None, repr=False)
     edge0: np.ndarray | None = field(default=None, repr=False)
+    reset: np.ndarray | None = None
 
     def __post_init__(self):
         if self.time not in TIMES:
@@ -151,16 +176,20 @@ class QBD:
                 raise ModelError(f"{name} is required when level 0 has m0={m0} phases and the others m={m}")
         B0 = _block("B0", A0 if self.B0 is None else self.B0, (m0, m))
         B2 = _block("B2", A2 if self.B2 is None else self.B2, (m, m0))
+        Z = None if self.reset is None else _block("reset", self.reset, (m, m0))
         continuous = self.time == "continuous"
-        for name, X in (("A0", A0), ("A2", A2), ("B0", B0), ("B2", B2)):
-            _nonnegative(name, X, offdiag_only=False)
+        for name, X in (("A0", A0), ("A2", A2), ("B0", B0), ("B2", B2), ("reset", Z)):
+            if X is not None:
+                _nonnegative(name, X, offdiag_only=False)
         for name, X in (("A1", A1), ("B1", B1)):
             _nonnegative(name, X, offdiag_only=continuous)
         target = 0.0 if continuous else 1.0
-        scale = float(max(np.abs(A1).max(), np.abs(B1).max()))
-        _rows("A0 + A1 + A2", (A0 + A1 + A2).sum(1), target, scale)
+        scale = float(max(np.abs(A1).max(), np.abs(B1).max(), np.abs(A0).max(), np.abs(A2).max()))
+        out = np.zeros(m) if Z is None else Z.sum(1)
+        _rows("A0 + A1 + A2" + (" + reset" if Z is not None else ""), (A0 + A1 + A2).sum(1) + out, target, scale)
         _rows("[B1 B0]", B1.sum(1) + B0.sum(1), target, scale)
-        _rows("[B2 A1 A0]", B2.sum(1) + A1.sum(1) + A0.sum(1), target, scale)
+        _rows("[B2 A1 A0]" + (" + reset" if Z is not None else ""), B2.sum(1) + A1.sum(1) + A0.sum(1) + out,
+              target, scale)
         edge = None if self.edge is None else np.asarray(self.edge, dtype=bool)
         edge0 = None if self.edge0 is None else np.asarray(self.edge0, dtype=bool)
         if edge is not None and edge.shape != (m,):
@@ -169,14 +198,21 @@ class QBD:
             if m0 != m:
                 raise ModelError(f"edge0 is required when level 0 has m0={m0} phases and the others m={m}")
             edge0 = edge
+        if Z is not None and not np.any(Z):
+            Z = None  # a zero block is no reset
         for name, X in (("A0", A0), ("A1", A1), ("A2", A2), ("B0", B0), ("B1", B1), ("B2", B2),
-                        ("edge", edge), ("edge0", edge0)):
+                        ("edge", edge), ("edge0", edge0), ("reset", Z)):
             object.__setattr__(self, name, X)
 
     @property
     def n_phases(self) -> int:
         """Phases ``m`` of the levels ``n >= 1``."""
         return self.A1.shape[0]
+
+    @property
+    def has_reset(self) -> bool:
+        """Whether some level ``n >= 1`` jumps straight to level 0 (a ``reset`` block)."""
+        return self.reset is not None
 
     @property
     def n_boundary_phases(self) -> int:
@@ -193,7 +229,7 @@ class QBD:
             return self
         return QBD(self.A0, self.A1 - np.eye(self.n_phases), self.A2,
                    B1=self.B1 - np.eye(self.n_boundary_phases), B0=self.B0, B2=self.B2,
-                   truncation=self.truncation, edge=self.edge, edge0=self.edge0)
+                   truncation=self.truncation, edge=self.edge, edge0=self.edge0, reset=self.reset)
 
 
 @dataclass
@@ -218,7 +254,7 @@ class QBDSolution:
     r_residual : float
         ``||A0 + R A1 + R^2 A2||_inf``.
     g_defect : float
-        ``max |1 - G 1|`` (``G`` is stochastic for a recurrent QBD).
+        ``max |1 - G 1|`` (``G`` is stochastic for a recurrent QBD without resets).
     nit : int
         Iterations of the algorithm for ``G``.
     algorithm : str
@@ -227,6 +263,13 @@ class QBDSolution:
     seconds : float
     qbd : QBD, optional
         The representation that was solved.
+    g_residual : float, optional
+        ``||A2 + A1 G + A0 G^2||_inf`` (continuous-time blocks), the test of ``G``
+        when the QBD resets and ``G`` is substochastic.
+    mp : dict, optional
+        The high-precision path (``solve_qbd(..., dps=50)``): ``dps``, the
+        ``mpmath`` matrices ``R``, ``G``, ``R0``, ``pi0``, their residuals at that
+        precision and the largest change of the float ``R``.
     """
 
     R: np.ndarray
@@ -243,6 +286,8 @@ class QBDSolution:
     seconds: float = 0.0
     qbd: "QBD | None" = field(default=None, repr=False)
     _inv: np.ndarray | None = field(default=None, repr=False)
+    g_residual: float | None = None
+    mp: dict | None = field(default=None, repr=False)
 
     # -- shapes --------------------------------------------------------------------
     @property
@@ -318,6 +363,50 @@ class QBDSolution:
         mean = self.mean_level()
         return second - mean * mean
 
+    def level_moment(self, k: int = 1) -> float:
+        """``E[N^k]`` from the factorial moments of the matrix-geometric law.
+
+        With ``pi_n = pi_1 R^(n-1)`` for ``n >= 1``,
+        ``E[N (N-1) ... (N-j+1)] = j! pi_1 R^(j-1) (I - R)^-(j+1) 1`` (``j >= 1``), and
+        ``E[N^k] = sum_j S(k, j) E[N (N-1) ... (N-j+1)]`` with the Stirling numbers of
+        the second kind ``S(k, j)``.
+
+        Examples
+        --------
+        The M/M/1 law ``(1 - r) r^n`` has ``E[N^2] = r (1 + r) / (1 - r)^2``:
+
+        >>> sol = QBDSolution(R=np.array([[0.5]]), G=np.array([[1.0]]), R0=np.array([[0.5]]),
+        ...                   pi0=np.array([0.5]), spectral_radius=0.5, residual=0.0, r_residual=0.0,
+        ...                   g_defect=0.0, nit=0, algorithm="closed form")
+        >>> bool(np.isclose(sol.level_moment(2), 0.5 * 1.5 / 0.25))
+        True
+        """
+        k = int(k)
+        if k < 0:
+            raise ModelError(f"moment order k must be >= 0; got {k}")
+        if k == 0:
+            return 1.0
+        W = self.resolvent()
+        one = np.ones(self.n_phases)
+        # S(k, j) by the recurrence S(k, j) = j S(k-1, j) + S(k-1, j-1)
+        S = [1] + [0] * k
+        for _ in range(k):
+            S = [0] + [j * S[j] + S[j - 1] for j in range(1, k + 1)]
+        total, v, fact = 0.0, self.pi1.copy(), 1.0
+        for j in range(1, k + 1):
+            fact *= j
+            u = one
+            for _ in range(j + 1):
+                u = W @ u
+            total += S[j] * fact * float(v @ u)
+            v = v @ self.R
+        return total
+
+    @property
+    def tail_decay_rate(self) -> float:
+        """``sp(R)``: ``P(N >= n)`` decays like ``c sp(R)^n`` (the caudal characteristic)."""
+        return self.spectral_radius
+
     def phase_marginal(self, include_level0: bool = True) -> np.ndarray:
         """``sum_n pi_n`` over levels ``n >= 0`` (or ``n >= 1``): the phase law.
 
@@ -374,6 +463,8 @@ class QBDSolution:
         if self.qbd is not None and self.qbd.truncation is not None:
             out["phase_truncation"] = self.qbd.truncation.level
             out["edge_mass"] = self.edge_mass()
+        if self.mp is not None:
+            out.update(dps=self.mp["dps"], mp_r_residual=self.mp["r_residual"], mp_r_change=self.mp["r_change"])
         return out
 
     def edge_mass(self) -> float:
@@ -381,3 +472,162 @@ class QBDSolution:
         if self.qbd is None or self.qbd.edge is None:
             return 0.0
         return self.expect_affine(self.qbd.edge0.astype(float), self.qbd.edge.astype(float), 0.0)
+
+
+# ----------------------------------------------------------------------------------------
+# GI/M/1: a renewal input to one exponential server
+# ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RenewalQueue:
+    """One exponential server (rate ``service_rate``) fed by a renewal process: GI/M/1, FCFS.
+
+    The queue seen by arrivals is geometric, ``(1 - sigma) sigma^n``, where ``sigma``
+    is the root in (0, 1) of ``sigma = A~(mu (1 - sigma))`` and ``A~`` is the
+    Laplace-Stieltjes transform of the interarrival time (Kleinrock 1975, vol. 1,
+    sec. 6.4, eq. 6.24); it exists iff the load ``1 / (mu E[A])`` is below 1.
+
+    Parameters
+    ----------
+    interarrival_lst : callable
+        ``s -> A~(s) = E[exp(-s A)]`` for real ``s >= 0`` (a float function).
+    mean_interarrival : float
+        ``E[A] > 0``.
+    service_rate : float
+        ``mu > 0``.
+    description : str
+        The interarrival law in words (reported in a result's ``info``).
+
+    Examples
+    --------
+    Erlang-2 input with rate 3 per phase (mean interarrival time 2/3) to a server of
+    rate 2 has load 3/4 and ``A~(1) = (3/4)^2``:
+
+    >>> q = RenewalQueue.erlang(2, 3.0, 2.0)
+    >>> bool(np.isclose(q.load, 0.75) and np.isclose(q.interarrival_lst(1.0), 0.5625))
+    True
+    """
+
+    interarrival_lst: Callable[[float], float]
+    mean_interarrival: float
+    service_rate: float
+    description: str = ""
+
+    def __post_init__(self):
+        if not callable(self.interarrival_lst):
+            raise ModelError("interarrival_lst must be a function s -> E[exp(-s A)]")
+        for name in ("mean_interarrival", "service_rate"):
+            v = float(getattr(self, name))
+            if not (np.isfinite(v) and v > 0):
+                raise ModelError(f"{name} must be > 0 and finite; got {v!r}")
+            object.__setattr__(self, name, v)
+        a0 = float(self.interarrival_lst(0.0))
+        if abs(a0 - 1.0) > 1e-12:
+            raise ModelError(f"interarrival_lst(0) must be 1 (a probability law); got {a0:.6g}")
+
+    @property
+    def load(self) -> float:
+        """``rho = 1 / (mu E[A])``."""
+        return 1.0 / (self.service_rate * self.mean_interarrival)
+
+    @classmethod
+    def phase_type(cls, alpha, T, service_rate: float, description: str = "") -> "RenewalQueue":
+        """Phase-type interarrival times ``PH(alpha, T)``: ``A~(s) = alpha (sI - T)^-1 t``, ``t = -T 1``.
+
+        Examples
+        --------
+        One phase of rate 2 is Poisson input of rate 2: ``A~(s) = 2 / (2 + s)``.
+
+        >>> q = RenewalQueue.phase_type([1.0], [[-2.0]], 4.0)
+        >>> float(q.interarrival_lst(1.0)), q.mean_interarrival
+        (0.6666666666666666, 0.5)
+        """
+        alpha = np.asarray(alpha, dtype=float).ravel()
+        T = np.atleast_2d(np.asarray(T, dtype=float))
+        k = alpha.size
+        if T.shape != (k, k):
+            raise ModelError(f"T must be ({k}, {k}) for {k} phases; got shape {T.shape}")
+        if np.any(alpha < 0) or abs(alpha.sum() - 1.0) > 1e-12:
+            raise ModelError(f"alpha must be a probability vector; got {alpha.tolist()}")
+        t = -T.sum(1)
+        off = T - np.diag(np.diag(T))
+        if np.any(off < 0) or np.any(t < -1e-12 * max(1.0, float(np.abs(T).max()))):
+            raise ModelError("T must be a sub-generator: off-diagonal entries >= 0, row sums <= 0")
+        eye = np.eye(k)
+        mean = float(alpha @ np.linalg.solve(-T, np.ones(k)))
+
+        def lst(s):
+            return float(alpha @ np.linalg.solve(s * eye - T, t))
+
+        return cls(lst, mean, service_rate, description or f"phase-type with {k} phases")
+
+    @classmethod
+    def erlang(cls, phases: int, rate: float, service_rate: float) -> "RenewalQueue":
+        """Erlang-``phases`` interarrival times with ``rate`` per phase: ``A~(s) = (rate / (rate + s))^phases``."""
+        r, lam = int(phases), float(rate)
+        if r < 1:
+            raise ModelError(f"phases must be >= 1; got {phases}")
+        return cls(lambda s: (lam / (lam + s)) ** r, r / lam, service_rate, f"Erlang-{r} of rate {lam:g} per phase")
+
+
+@dataclass(frozen=True)
+class RenewalQueueSolution:
+    """The GI/M/1 laws that follow from the root ``sigma`` (Kleinrock 1975, vol. 1, sec. 6.4).
+
+    Attributes
+    ----------
+    sigma : float
+        The root in (0, 1) of ``sigma = A~(mu (1 - sigma))``: the number an arrival
+        finds is geometric, ``P = (1 - sigma) sigma^n``.
+    load : float
+        ``rho = 1 / (mu E[A])``.
+    service_rate : float
+    residual : float
+        ``|A~(mu (1 - sigma)) - sigma|``.
+    nit : int
+        Function evaluations of the root finder.
+    method : str
+    seconds : float
+    info : dict
+
+    Examples
+    --------
+    >>> sol = RenewalQueueSolution(sigma=0.5, load=0.5, service_rate=1.0, residual=0.0, nit=0)
+    >>> sol.mean_sojourn(), sol.mean_number(), sol.level_probability(2)
+    (2.0, 1.0, 0.125)
+    """
+
+    sigma: float
+    load: float
+    service_rate: float
+    residual: float
+    nit: int
+    method: str = "brentq"
+    seconds: float = 0.0
+    info: dict = field(default_factory=dict)
+
+    def arrival_probability(self, n: int) -> float:
+        """``P(an arrival finds n) = (1 - sigma) sigma^n``."""
+        return (1.0 - self.sigma) * self.sigma ** int(n)
+
+    def level_probability(self, n: int) -> float:
+        """Time-average ``P(N = n)``: ``1 - rho`` for ``n = 0``, ``rho (1 - sigma) sigma^(n-1)`` otherwise."""
+        n = int(n)
+        if n == 0:
+            return 1.0 - self.load
+        return self.load * (1.0 - self.sigma) * self.sigma ** (n - 1)
+
+    def mean_number(self) -> float:
+        """Time-average ``E[N] = rho / (1 - sigma)``."""
+        return self.load / (1.0 - self.sigma)
+
+    def mean_sojourn(self) -> float:
+        """``E[T] = 1 / (mu (1 - sigma))``: the sojourn time is exponential with that mean."""
+        return 1.0 / (self.service_rate * (1.0 - self.sigma))
+
+    def mean_wait(self) -> float:
+        """``E[W] = sigma / (mu (1 - sigma))`` (waiting excludes service)."""
+        return self.sigma / (self.service_rate * (1.0 - self.sigma))
+
+    def sojourn_cdf(self, t: float) -> float:
+        """``P(T <= t) = 1 - exp(-mu (1 - sigma) t)``."""
+        return float(-np.expm1(-self.service_rate * (1.0 - self.sigma) * float(t)))

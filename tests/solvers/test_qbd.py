@@ -1,4 +1,5 @@
-"""QBD solver: closed forms (M/M/1, M/E2/1), a truncated CTMC, and a second algorithm."""
+"""QBD solver: closed forms (M/M/1, M/E2/1, M/M/1 with catastrophes, discrete-time walks), truncated
+CTMCs, a second and a third algorithm (cyclic reduction, functional iteration) and the 50-digit path."""
 
 import doctest
 import warnings
@@ -18,6 +19,7 @@ from exactq.errors import (
 from exactq.solvers.qbd import (
     ALGORITHMS,
     cyclic_reduction,
+    functional_iteration,
     logarithmic_reduction,
     mean_drift,
     solve_qbd,
@@ -218,3 +220,196 @@ def test_nonconvergence_warns_or_raises_with_strict():
     assert any(w.category is AccuracyWarning and "residual" in str(w.message) for w in caught)
     with pytest.raises(ConvergenceError):
         solve_qbd(QBD(A0, A1, A2), maxiter=1, strict=True)
+
+
+# ------------------------------------------------------------------- functional iteration
+@pytest.mark.parametrize("variant", ["u-based", "traditional"])
+@pytest.mark.parametrize("seed", [0, 4])
+def test_functional_iteration_is_slow_and_agrees_with_the_reductions(seed, variant):
+    A0, A1, A2 = random_qbd(5, seed, load=0.95)
+    G_lr, nit_lr, _ = logarithmic_reduction(A0, A1, A2)
+    G_fi, nit_fi, ok = functional_iteration(A0, A1, A2, variant=variant)
+    assert ok and nit_fi > 10 * nit_lr  # linear against quadratic convergence
+    assert np.allclose(G_fi, G_lr, atol=1e-12)
+    fi = solve_qbd(QBD(A0, A1, A2), algorithm="functional_iteration")
+    assert fi.algorithm == "functional_iteration" and fi.nit == functional_iteration(A0, A1, A2)[1]
+    assert_invariants(fi)
+    with pytest.raises(ModelError, match="variant must be one of u-based, traditional; got 'natural'"):
+        functional_iteration(A0, A1, A2, variant="natural")
+
+
+def test_functional_iteration_stops_at_maxiter_with_a_warning():
+    A0, A1, A2 = random_qbd(3, 2, load=0.9)
+    with pytest.warns(ConvergenceWarning, match="functional_iteration: G is not stochastic"):
+        solve_qbd(QBD(A0, A1, A2), algorithm="functional_iteration", maxiter=5)
+    with pytest.raises(ModelError, match="maxiter must be an integer >= 1; got 0"):
+        solve_qbd(QBD(A0, A1, A2), maxiter=0)
+
+
+# ------------------------------------------------------------------------ moments, tail
+@pytest.mark.parametrize("rho", [0.3, 0.9])
+def test_level_moments_of_the_geometric_law(rho):
+    sol = solve_qbd(QBD([[rho]], [[-(1 + rho)]], [[1.0]]))
+    n = np.arange(4000, dtype=float)
+    p = (1 - rho) * rho ** n
+    for k in range(0, 5):
+        assert sol.level_moment(k) == pytest.approx(float(p @ n ** k), rel=1e-10)
+    assert sol.level_moment(2) - sol.mean_level() ** 2 == pytest.approx(sol.level_variance(), rel=1e-10)
+    assert sol.tail_decay_rate == pytest.approx(rho, rel=1e-13)
+    with pytest.raises(ModelError, match="moment order k must be >= 0; got -1"):
+        sol.level_moment(-1)
+
+
+def test_moments_and_tail_decay_against_the_truncated_ctmc():
+    m = 4
+    A0, A1, A2 = random_qbd(m, 11, load=0.8)
+    sol = solve_qbd(QBD(A0, A1, A2))
+    levels = 400
+    Q = truncated_generator(A0, A1, A2, A1 + np.diag(A2.sum(1)), A0, A2, levels)
+    law = stationary(Q, method="direct").pi.reshape(levels + 1, m).sum(1)
+    n = np.arange(levels + 1, dtype=float)
+    for k in (1, 2, 3):
+        assert sol.level_moment(k) == pytest.approx(float(law @ n ** k), rel=1e-9)
+    # P(N >= n + 1) / P(N >= n) tends to sp(R)
+    ratio = sol.level_tail(201) / sol.level_tail(200)
+    assert ratio == pytest.approx(sol.tail_decay_rate, rel=1e-8)
+    assert sol.tail_decay_rate == pytest.approx(max(abs(np.linalg.eigvals(sol.R))), rel=1e-14)
+
+
+# ------------------------------------------------------------------------------- resets
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("lam, mu, nu", [(0.5, 1.0, 0.2), (2.0, 1.0, 0.5)])
+def test_mm1_with_catastrophes_is_geometric(lam, mu, nu, algorithm):
+    """M/M/1 whose queue is cleared at rate nu: pi_n = (1 - r) r^n with mu r^2 - (lam + mu + nu) r + lam = 0.
+
+    Stable for every lam (even lam > mu): the resets, not the drift, make it recurrent.
+    """
+    s = lam + mu + nu
+    r = (s - np.sqrt(s * s - 4 * lam * mu)) / (2 * mu)
+    q = QBD([[lam]], [[-s]], [[mu]], B1=[[-lam]], reset=[[nu]])
+    assert q.has_reset
+    sol = solve_qbd(q, algorithm=algorithm)
+    assert sol.residual < 1e-13 and sol.g_residual < 1e-12
+    assert sol.R[0, 0] == pytest.approx(r, rel=1e-12)
+    assert sol.G[0, 0] < 1  # a reset can come first: G is substochastic
+    n = np.arange(40)
+    assert np.allclose(sol.level_distribution(39), (1 - r) * r ** n, rtol=1e-10, atol=0)
+    assert sol.mean_level() == pytest.approx(r / (1 - r), rel=1e-11)
+
+
+def test_reset_qbd_matches_a_truncated_ctmc():
+    m, m0 = 3, 2
+    rng = np.random.default_rng(5)
+    A0 = rng.uniform(0, 1, (m, m))
+    A2 = rng.uniform(0, 1, (m, m))
+    Z = rng.uniform(0, 0.3, (m, m0))
+    A1 = rng.uniform(0, 1, (m, m))
+    np.fill_diagonal(A1, 0.0)
+    np.fill_diagonal(A1, -(A0.sum(1) + A1.sum(1) + A2.sum(1) + Z.sum(1)))
+    B1 = rng.uniform(0, 1, (m0, m0))
+    np.fill_diagonal(B1, 0.0)
+    B0 = rng.uniform(0, 1, (m0, m))
+    np.fill_diagonal(B1, -(B1.sum(1) + B0.sum(1)))
+    B2 = rng.uniform(0, 1, (m, m0))
+    B2 *= (A2.sum(1) / B2.sum(1))[:, None]  # B2 1 = A2 1
+    sol = solve_qbd(QBD(A0, A1, A2, B1=B1, B0=B0, B2=B2, reset=Z))
+    levels = 150
+    size = m0 + levels * m
+    Q = np.zeros((size, size))
+    Q[:m0, :m0], Q[:m0, m0:m0 + m] = B1, B0
+    for n in range(1, levels + 1):
+        s = m0 + (n - 1) * m
+        Q[s:s + m, s:s + m] = A1
+        Q[s:s + m, :m0] += Z
+        if n == 1:
+            Q[s:s + m, :m0] += B2
+        else:
+            Q[s:s + m, s - m:s] = A2
+        if n < levels:
+            Q[s:s + m, s + m:s + 2 * m] = A0
+        else:
+            Q[s:s + m, s:s + m] += np.diag(A0.sum(1))
+    pi = stationary(sp.csr_matrix(Q), method="direct").pi
+    assert np.allclose(sol.pi0, pi[:m0], rtol=1e-10, atol=1e-16)
+    law = np.concatenate([[pi[:m0].sum()], pi[m0:].reshape(levels, m).sum(1)])
+    assert np.allclose(sol.level_distribution(30), law[:31], rtol=1e-9, atol=1e-16)
+    assert sol.mean_level() == pytest.approx(float(np.arange(levels + 1) @ law), rel=1e-10)
+
+
+def test_discrete_time_reset_counter_is_geometric():
+    """Up with probability p, back to 0 otherwise: P(N = n) = (1 - p) p^n (the age of information's shape)."""
+    p = 0.4
+    sol = solve_qbd(QBD([[p]], [[0.0]], [[0.0]], B1=[[1 - p]], B2=[[0.0]], reset=[[1 - p]], time="discrete"))
+    assert np.allclose(sol.level_distribution(25), (1 - p) * p ** np.arange(26), rtol=1e-13, atol=0)
+    assert sol.R[0, 0] == pytest.approx(p, rel=1e-15) and sol.G[0, 0] == 0.0
+
+
+def test_discrete_time_birth_death_is_geometric():
+    p, q = 0.2, 0.5
+    sol = solve_qbd(QBD([[p]], [[1 - p - q]], [[q]], time="discrete"))
+    r = p / q
+    assert np.allclose(sol.level_distribution(30), (1 - r) * r ** np.arange(31), rtol=1e-12, atol=0)
+    assert_invariants(sol)
+
+
+def test_reset_blocks_are_validated():
+    with pytest.raises(ModelError, match=r"row 0 of A0 \+ A1 \+ A2 \+ reset must sum to 0"):
+        QBD([[0.5]], [[-1.5]], [[1.0]], B1=[[-0.5]], reset=[[0.2]])
+    with pytest.raises(ModelError, match="reset must have shape"):
+        QBD([[0.5]], [[-1.7]], [[1.0]], reset=[[0.1, 0.1]])
+    with pytest.raises(ModelError, match="reset entries must be >= 0"):
+        QBD([[0.5]], [[-1.3]], [[1.0]], B1=[[-0.5]], reset=[[-0.2]])
+    assert not QBD([[0.5]], [[-1.5]], [[1.0]], reset=[[0.0]]).has_reset
+
+
+# ----------------------------------------------------------------------- 50 digits
+@pytest.mark.parametrize("time_kind", ["continuous", "discrete"])
+def test_fifty_digit_path_confirms_the_float_solution(time_kind):
+    m = 6
+    A0, A1, A2 = random_qbd(m, 8, load=0.97)
+    if time_kind == "discrete":
+        u = float(np.abs(np.diag(A1)).max()) * 1.05
+        A0, A1, A2 = A0 / u, np.eye(m) + A1 / u, A2 / u
+    q = QBD(A0, A1, A2, time=time_kind)
+    f = solve_qbd(q)
+    h = solve_qbd(q, dps=50)
+    assert h.mp["dps"] == 50 and h.algorithm == "logarithmic_reduction+mpmath50"
+    assert h.mp["r_residual"] < 1e-45 and h.mp["g_residual"] < 1e-45
+    assert h.mp["r_change"] == pytest.approx(float(np.abs(f.R - h.R).max()), abs=1e-30)
+    assert h.mp["r_change"] < 1e-12  # the float solution was right to about 1e-14
+    assert np.allclose(f.R, h.R, atol=1e-12) and np.allclose(f.pi0, h.pi0, rtol=1e-10)
+    assert h.mean_level() == pytest.approx(f.mean_level(), rel=1e-10)
+    assert_invariants(h)
+    assert {"dps", "mp_r_residual", "mp_r_change"} <= set(h.info)
+    import mpmath
+
+    with mpmath.workdps(50):  # the mpmath law is normalised to 50 digits
+        W1 = np.asarray(h.mp["W"]).sum(axis=1)
+        total = h.mp["pi0"].sum() + (h.mp["pi0"] @ h.mp["R0"]) @ W1
+        assert abs(total - 1) < mpmath.mpf(10) ** -45
+
+
+def test_fifty_digit_path_with_a_reset_and_a_smaller_boundary():
+    """M/M/1 with catastrophes again, with R at 50 digits against the quadratic's root at 50 digits."""
+    import mpmath
+
+    lam, mu, nu = 0.5, 1.0, 0.25
+    h = solve_qbd(QBD([[lam]], [[-(lam + mu + nu)]], [[mu]], B1=[[-lam]], reset=[[nu]]), dps=50)
+    with mpmath.workdps(60):
+        s = mpmath.mpf(lam) + mu + nu
+        r = (s - mpmath.sqrt(s * s - 4 * mpmath.mpf(lam) * mu)) / (2 * mu)
+        assert abs(h.mp["R"][0, 0] - r) < mpmath.mpf(10) ** -48
+        assert abs(h.mp["pi0"][0] - (1 - r)) < mpmath.mpf(10) ** -45
+
+
+def test_fifty_digit_path_refuses_large_or_bad_requests():
+    A0, A1, A2 = random_qbd(qbd_module.MP_MAX_PHASES + 1, 1)
+    with pytest.raises(ModelError, match="applies to QBDs with at most 64 phases; got 65"):
+        solve_qbd(QBD(A0, A1, A2), dps=50)
+    with pytest.raises(ModelError, match=r"dps must be an integer in \[16, 1000\]; got 8"):
+        solve_qbd(QBD([[0.5]], [[-1.5]], [[1.0]]), dps=8)
+
+
+def test_the_drift_message_gives_the_drift():
+    with pytest.raises(UnstableError, match=r"mean drift pi_A A0 1 - pi_A A2 1 = 0.2 must be < 0"):
+        solve_qbd(QBD([[1.2]], [[-2.2]], [[1.0]]))
