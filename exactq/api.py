@@ -79,6 +79,7 @@ def solve(
     strict: bool = False,
     lump: bool = True,
     options: dict | None = None,
+    time_limit: float | None = None,
     **params: Any,
 ) -> Result:
     """Compute a performance measure of a model.
@@ -110,6 +111,12 @@ def solve(
     options : dict, optional
         Options of the chosen method beyond the common ones (``exactq models`` lists
         them per method), e.g. ``{"solver": "SCS", "polish": False}`` for ``convex``.
+    time_limit : float, optional
+        Wall-clock seconds for an adaptive truncation (``ctmc``, ``exact``, ``qbd``).
+        When it, or the state or memory budget, runs out before ``tol`` is reached,
+        the last value is returned with its error estimate and an
+        :class:`AccuracyWarning` (``info["truncation"]["stopped_by"]`` names the
+        budget); with ``strict=True`` it is a :class:`TruncationError`.
 
     Returns
     -------
@@ -150,6 +157,13 @@ def solve(
                 raise ModelError(f"option {key!r} does not apply to method {method_name!r}; "
                                  f"valid: {', '.join(valid) or '(none)'}")
         extra.update(options)
+    if time_limit is not None:
+        if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+            raise ModelError(f"time_limit must be a number of seconds > 0; got {time_limit!r}")
+        if spec.driver != "adaptive":
+            raise NotApplicableError(f"time_limit applies to the adaptive truncation of the ctmc, exact and qbd "
+                                     f"methods; method {method_name!r} was chosen")
+        extra["time_limit"] = float(time_limit)
     t0 = time.perf_counter()
     if not lump:
         extra["lump"] = False
@@ -166,7 +180,7 @@ def solve(
 
 
 def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int | None = None,
-          strict: bool = False, **params: Any) -> Result:
+          strict: bool = False, time_limit: float | None = None, **params: Any) -> Result:
     """Evaluate a CSL-style query (``S=? [ q1 > 5 ]``, ``P=? [ F<=10 q1 = 3 ]``, ...).
 
     The model must offer a CTMC. Infinite models are truncated by the one truncation
@@ -174,7 +188,9 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     has converged to ``tol`` and the truncation's influence is below ``tol`` (the
     stationary mass on the boundary for ``S=?``/``E=?``; for path queries, the
     probability of reaching the boundary while the formula is undecided, which bounds
-    the truncation error), or is fixed at ``truncation``.
+    the truncation error), or is fixed at ``truncation``. A budget (``time_limit``,
+    states, memory) that runs out returns the last value with a warning, as in
+    :func:`solve`.
 
     Examples
     --------
@@ -217,7 +233,7 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
         size = getattr(m, "ctmc_size", None)
         out = grow(lambda level, _prev: m.ctmc(level), solve, evaluate, tol=tol,
                    start=None if truncation is not None else int(m.truncation_start(tol)),
-                   fixed=truncation, size=size, strict=strict)
+                   fixed=truncation, size=size, strict=strict, time_limit=time_limit)
         res = out.solution.result
         res.error_estimate = max(out.error_estimate or 0.0, res.error_estimate or 0.0)
         res.info.update(out.info)

@@ -4,8 +4,8 @@
 
     exactq models [--json]
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
-                 [--truncation N] [--verify] [--strict] [--no-lump] [--json]
-    exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--json]
+                 [--truncation N] [--time-limit S] [--verify] [--strict] [--no-lump] [--json]
+    exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--time-limit S] [--json]
     exactq reproduce NAME [--out DIR] [--full]
 
 Lists are comma separated (``service_rates=1,2``). Every user error ends with one
@@ -53,6 +53,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--method", default="auto")
     s.add_argument("--tol", type=float, default=1e-9)
     s.add_argument("--truncation", type=int)
+    s.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="stop an adaptive truncation after this long and return the last value with a warning")
     s.add_argument("--verify", action="store_true", help="re-solve at 50 digits with mpmath")
     s.add_argument("--strict", action="store_true", help="turn accuracy warnings into errors")
     s.add_argument("--no-lump", action="store_true", help="solve the full chain, not the symmetry-lumped one")
@@ -65,6 +67,7 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("args", nargs="+", metavar="key=value ... QUERY")
     c.add_argument("--tol", type=float, default=1e-9)
     c.add_argument("--truncation", type=int)
+    c.add_argument("--time-limit", type=float, metavar="SECONDS")
     c.add_argument("--strict", action="store_true")
     c.add_argument("--json", action="store_true")
 
@@ -186,7 +189,7 @@ def _cmd_solve(args) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = solve(model, args.measure, method=args.method, tol=args.tol, truncation=args.truncation,
-                       verify=args.verify, strict=args.strict, lump=not args.no_lump,
+                       verify=args.verify, strict=args.strict, lump=not args.no_lump, time_limit=args.time_limit,
                        options={k: _option_value(v) for k, v in _parse_kv(args.option).items()})
     _emit(args, model, result, caught)
 
@@ -211,7 +214,8 @@ def _cmd_check(args) -> None:
     model = build(args.model, **_parse_kv(kv))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = check(model, query, tol=args.tol, truncation=args.truncation, strict=args.strict)
+        result = check(model, query, tol=args.tol, truncation=args.truncation, strict=args.strict,
+                       time_limit=args.time_limit)
     _emit(args, model, result, caught)
 
 

@@ -51,16 +51,27 @@ MAX_STATES = 6_000_000
 
 @dataclass
 class Context:
-    """What a model-orchestrated method receives: the solver dispatch and the controls."""
+    """What a model-orchestrated method receives: the solver dispatch and the controls.
+
+    ``solver`` is the method's ``solver`` setting (the registered solver its solves
+    use unless the model names another); ``controls`` holds the common controls
+    (``tol``, ``strict``) that the method's ``solver_controls`` setting passes on.
+    """
 
     tol: float
     strict: bool
     options: dict = field(default_factory=dict)
     method: str = ""
+    solver: str | None = None
+    controls: dict = field(default_factory=dict)
 
     def solve(self, rep: Any, using: str | None = None, **options) -> Any:
-        """Solve a representation with the registered solver for its type and structure."""
-        return solve_representation(rep, using, **options)
+        """Solve a representation with the registered solver for its type and structure.
+
+        ``using`` defaults to the method's solver; ``options`` go to the solver after
+        the method's ``controls`` (which they override).
+        """
+        return solve_representation(rep, self.solver if using is None else using, **{**self.controls, **options})
 
 
 def _as_estimate(v: Any) -> Estimate:
@@ -101,6 +112,7 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
 def _single(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
     if truncation is not None:
         raise ModelError(f"truncation does not apply to method {spec.name!r}")
+    options.pop("lump", None)  # the lumping switch is the adaptive CTMC method's
     rep = getattr(model, spec.requires)()
     sol = solve_representation(rep, spec.setting("solver"), **_solver_options(spec, options, tol, strict))
     est = _as_estimate(getattr(model, spec.setting("evaluate", f"{spec.requires}_measure"))(measure, rep, sol))
@@ -163,15 +175,22 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
     build_fn = getattr(model, factory)
     measure_fn = getattr(model, evaluate_name)
     size = getattr(model, size_name, None) if size_name else None
+    # options that fix a kept set the model describes itself (not a level, e.g. a cost bound): they go
+    # to the factory as keywords, and the set is solved once
+    set_opts = {k: options.pop(k) for k in spec.setting("set_options", ()) if k in options}
     solver_opts = _solver_options(spec, options, tol, strict)
     if "solver" in spec.options:
         info["solver"] = solver_opts.get("solver", "auto")
     infinite = bool(getattr(model, spec.setting("infinite", "is_infinite"), False))
     uses_previous = spec.setting("previous", False)
     progress = solver_opts.pop("progress", None)
+    time_limit = solver_opts.pop("time_limit", None)
     max_states = solver_opts.pop("max_states", spec.setting("max_states", MAX_STATES))
 
     def build(level, previous):
+        if set_opts:
+            level = None if truncation is None else level
+            return build_fn(level, previous, **set_opts) if uses_previous else build_fn(level, **set_opts)
         return build_fn(level, previous) if uses_previous else build_fn(level)
 
     def solve(rep, previous):
@@ -197,22 +216,27 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
         sol_final = solve(rep_final, None)
         est = _as_estimate(measure_fn(measure, rep_final, sol_final))
     else:
-        if truncation is not None:
-            out = grow(build, solve, evaluate, tol=tol, fixed=int(truncation), size=size, max_states=max_states,
-                       unit=spec.setting("unit", "states"), strict=strict)
+        if truncation is not None or set_opts:
+            fixed = int(truncation) if truncation is not None else \
+                ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in set_opts.items())
+            out = grow(build, solve, evaluate, tol=tol, fixed=fixed, size=None if set_opts else size,
+                       max_states=max_states, unit=spec.setting("unit", "states"), strict=strict)
         else:
             start = None if uses_previous else int(getattr(model, spec.setting("start", "truncation_start"))(tol))
             growth = spec.setting("growth")
             step = geometric_steps(growth, growth, 1) if growth else None
             out = grow(build, solve, evaluate, tol=tol, start=start, next_level=step, size=size,
-                       max_states=max_states, unit=spec.setting("unit", "states"), strict=strict, progress=progress)
+                       max_states=max_states, unit=spec.setting("unit", "states"), time_limit=time_limit,
+                       strict=strict, progress=progress)
         info.update(out.info)
         rep_final, sol_final = out.representation, out.solution
         est = last["estimate"]
         est = Estimate(out.value, out.error_estimate, est.lower, est.upper, est.info)
     label = spec.setting("label", "{method}/{solver}").format(method=spec.name, solver=getattr(sol_final, "method", ""))
     est.info.pop("record", None)
-    if verify:
+    if verify and info.get("truncation", {}).get("stopped_by") not in (None, "tol", "fixed"):
+        info["verify"] = {"skipped": "the truncation stopped on a budget; the last chain was released"}
+    elif verify:
         info["verify"] = _verify(spec, rep_final, est.value, tol, lambda other: _as_estimate(
             measure_fn(measure, rep_final, other)).value)
     return _result(label, est, sol_final, rep_final, info)
@@ -259,7 +283,9 @@ def _model(spec, model, measure, *, tol, truncation, verify, strict, options) ->
         options["truncation"] = truncation
     if verify:
         options["verify"] = True
-    value = fn(measure, Context(tol=tol, strict=strict, options=options, method=spec.name))
+    controls = {k: v for k, v in (("tol", tol), ("strict", strict)) if k in spec.setting("solver_controls", ())}
+    value = fn(measure, Context(tol=tol, strict=strict, options=options, method=spec.name,
+                                solver=spec.setting("solver"), controls=controls))
     if isinstance(value, Result):
         return value
     est = _as_estimate(value)

@@ -30,15 +30,30 @@ With a fixed truncation there is one solve; the error estimate is ``s_k`` (``Non
 where the representation offers no sensitivity), with an :class:`AccuracyWarning`
 when ``b_k > tol``.
 
+Budgets
+-------
+Three budgets can end the growth before ``tol`` is reached: the number of states
+(``max_states``, checked before a level is built whenever the model can say its
+size), a wall-clock ``time_limit`` (the next level's time is predicted from the last
+two, and the level is not started if it would end past the limit), and the memory the
+next level would need (predicted from the peak memory per state of the last one,
+against what the machine has available). When one runs out the driver returns the
+last value with its error estimate, an :class:`AccuracyWarning` saying which budget
+stopped it, and ``info["truncation"]["stopped_by"]`` naming it; with ``strict`` it is a
+:class:`TruncationError` instead. Only a budget that runs out before the first level
+is solved is always an error (there is no value to return).
+
 Every result reports ``info["truncation"]`` with the same keys: ``level`` (the last
 integer level, or ``None`` for a set described by ``kept_set``), ``rule``,
-``boundary_mass``, ``history`` (one record per truncation), ``stopped_by`` and
-``error_estimate_kind``; and ``info["error_estimate_kind"]`` at the top level.
+``boundary_mass``, ``history`` (one record per truncation), ``stopped_by`` (``tol``,
+``fixed``, ``max_states``, ``time_limit`` or ``memory``) and ``error_estimate_kind``;
+and ``info["error_estimate_kind"]`` at the top level.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -183,6 +198,7 @@ def grow(
     size: Callable[[Any], int] | None = None,
     max_states: int = 6_000_000,
     unit: str = "states",
+    time_limit: float | None = None,
     strict: bool = False,
     progress: Callable[[dict], None] | None = None,
 ) -> Outcome:
@@ -214,8 +230,11 @@ def grow(
         :class:`TruncationError` names the last change.
     unit : str
         What the budget counts, for messages (``"states"``, ``"phases per level"``).
+    time_limit : float, optional
+        Wall-clock seconds for the whole growth (module docstring, *Budgets*).
     strict : bool
-        Turn the fixed-truncation warning into a :class:`TruncationError`.
+        Turn the warnings of a fixed truncation and of a budget that ran out into a
+        :class:`TruncationError`.
     progress : callable, optional
         Called with each history record (a dict), for progress reports.
 
@@ -261,18 +280,40 @@ def grow(
     level = start
     previous = None
     prev_value = None
+    best = None  # (representation, solution, evaluation, error, kind) of the last solved level
+    base_memory = _peak_memory()
+
+    def out_of_budget(reason: str, detail: str) -> Outcome:
+        if best is None:
+            raise TruncationError(f"automatic truncation for tol={tol:g} stopped before its first level: {detail}")
+        rep0, sol0, ev0, err0, kind0 = best
+        if not math.isfinite(err0) and ev0.sensitivity is not None:  # one level only: its sensitivity is all we have
+            err0, kind0 = ev0.sensitivity, "boundary_sensitivity"
+        err0 = _floor(err0, ev0.value)
+        where = f"at the last level ({_where(history[-1])}) with error estimate {err0:.2e}"
+        if strict:
+            raise TruncationError(f"automatic truncation stopped by {reason} before reaching tol={tol:g}: {detail}; "
+                                  f"the value {where} was not returned (strict)")
+        warnings.warn(f"automatic truncation stopped by {reason} before reaching tol={tol:g}: {detail}; returning "
+                      f"the value {where}", AccuracyWarning, stacklevel=4)
+        return Outcome(ev0.value, err0, rep0, sol0, _info(rep0.truncation, ev0.boundary_mass, history, reason, kind0))
+
     while True:
-        too_big = check_size(level)
-        if too_big is None:
-            tb = time.perf_counter()
-            rep = build(level, previous)
-            build_seconds = time.perf_counter() - tb
-        if too_big is not None or (getattr(rep, "n_states", None) or 0) > max_states:
-            last = history[-1] if history else None
-            raise TruncationError(
-                f"automatic truncation needs more than {max_states} {unit} for tol={tol:g}"
-                + (f" (last: level {last['level']}, {last['n_states']} states, change {last['change']:.2e})"
-                   if last else f" (first level {level})"))
+        if level is not None and size is not None:
+            need = size(level)
+            if need > max_states:
+                return out_of_budget("max_states", f"level {level} needs {need:.3g} {unit}, above the limit "
+                                                   f"of {max_states}")
+            why = _predicted_overrun(history, need, t0, time_limit, base_memory)
+            if why is not None:
+                return out_of_budget(*why)
+        tb = time.perf_counter()
+        rep = build(level, previous)
+        build_seconds = time.perf_counter() - tb
+        n = getattr(rep, "n_states", None)
+        if n is not None and n > max_states:
+            del rep
+            return out_of_budget("max_states", f"the next truncation has {n} {unit}, above the limit of {max_states}")
         ts = time.perf_counter()
         sol = solve(rep, previous)
         solve_seconds = time.perf_counter() - ts
@@ -289,8 +330,11 @@ def grow(
         lossy = rule == "block"
         sens = ev.sensitivity if (lossy and ev.sensitivity is not None) else 0.0
         err = max(estimate, sens)
+        kind = "geometric_extrapolation" if estimate < change else "level_difference"
+        if sens > estimate:
+            kind = "boundary_sensitivity"
         record = _record(rep, ev, change, estimate, build_seconds + solve_seconds)
-        record.update(build_seconds=build_seconds, solve_seconds=solve_seconds)
+        record.update(build_seconds=build_seconds, solve_seconds=solve_seconds, peak_memory=_peak_memory())
         history.append(record)
         if progress is not None:
             progress(dict(record, elapsed=time.perf_counter() - t0))
@@ -298,14 +342,81 @@ def grow(
         if err <= max(tol * scale, 1e-300) and (not lossy or ev.boundary_mass <= tol):
             break
         previous = (_released(rep), sol)
+        best = (previous[0], sol, ev, err, kind)
         del rep  # free the large matrices before the next, larger representation is built
         prev_value = ev.value
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            return out_of_budget("time_limit", f"{time.perf_counter() - t0:.3g} s used of time_limit={time_limit:g} s")
         level = None if start is None else step(level, ev, tol)
-    kind = "geometric_extrapolation" if estimate < change else "level_difference"
-    if sens > estimate:
-        kind = "boundary_sensitivity"
     info = _info(rep.truncation, ev.boundary_mass, history, "tol", kind)
     return Outcome(ev.value, _floor(err, ev.value), rep, sol, info)
+
+
+def _where(record: dict) -> str:
+    parts = [] if record.get("level") is None else [f"level {record['level']}"]
+    if record.get("n_states") is not None:
+        parts.append(f"{record['n_states']} states")
+    if record.get("change") is not None and math.isfinite(record["change"]):
+        parts.append(f"last change {record['change']:.2e}")
+    return ", ".join(parts) or "the first one"
+
+
+def _peak_memory() -> int:
+    """Peak resident memory of this process in bytes (0 where the platform does not say)."""
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # kilobytes on Linux
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not Linux
+        return 0
+
+
+def _available_memory() -> int | None:
+    """Memory the machine can still give (MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return None
+
+
+def _predicted_overrun(history, need, t0, time_limit, base_memory):
+    """``(budget, detail)`` if the next level (``need`` states) would overrun time or memory, else None.
+
+    Time: the last level's seconds scaled by the growth in states to the power
+    observed between the last two levels (at least 1, at most 3). Memory: the peak
+    memory per state of the last level (above the process's memory at the start)
+    times ``need``, against the memory available now.
+    """
+    if not history or not history[-1].get("n_states"):
+        return None
+    last = history[-1]
+    ratio = need / max(last["n_states"], 1)
+    if time_limit is not None:
+        power = 1.0
+        if len(history) >= 2 and history[-2].get("n_states") and last["n_states"] > history[-2]["n_states"]:
+            growth = last["n_states"] / history[-2]["n_states"]
+            power = min(max(math.log(max(last["seconds"], 1e-9) / max(history[-2]["seconds"], 1e-9))
+                            / math.log(growth), 1.0), 3.0)
+        predicted = last["seconds"] * ratio ** power
+        elapsed = time.perf_counter() - t0
+        if elapsed + predicted > time_limit:
+            return ("time_limit", f"the next level ({need:.3g} states) would take about {predicted:.3g} s, "
+                                  f"{elapsed:.3g} s of time_limit={time_limit:g} s being used")
+    used = last.get("peak_memory", 0) - base_memory
+    avail = _available_memory()
+    if used > 0 and avail is not None:
+        predicted = used * ratio
+        if predicted - used > avail:
+            return ("memory", f"the next level ({need:.3g} states) would need about {predicted / 2**30:.3g} GiB, "
+                              f"{avail / 2**30:.3g} GiB being available")
+    return None
 
 
 def _released(rep):
