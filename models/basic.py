@@ -1,9 +1,14 @@
-"""Single-queue reference models: M/M/1, M/M/c and M/M/c/K.
+"""Single-queue reference models: M/M/1, M/M/c, M/M/c/K and M/PH/1.
 
-They anchor the library's tests: every CTMC answer is checked against these closed
-forms (Kleinrock, *Queueing Systems* vol. 1, 1975, sec. 3.2-3.7; Erlang's C formula).
-Conventions: FCFS, the number in system counts jobs in service, waiting time excludes
-service.
+They anchor the library's tests: every CTMC and QBD answer is checked against these
+closed forms (Kleinrock, *Queueing Systems* vol. 1, 1975, sec. 3.2-3.7 and 5.6;
+Erlang's C formula; the Pollaczek-Khinchine mean). Conventions: FCFS, the number in
+system counts jobs in service, waiting time excludes service, ``arrival_rate`` is the
+total Poisson rate.
+
+M/M/1, M/M/c and M/PH/1 describe themselves as QBDs without truncation (level = the
+number in system, or the number beyond ``c - 1``; phase = the service phase), so
+``--method qbd`` is exact: the matrix-geometric law of the infinite queue.
 """
 
 from __future__ import annotations
@@ -15,13 +20,14 @@ import numpy as np
 from scipy.special import gammaln
 
 from exactq.catalogue import Model, register_model
-from exactq.ctmc import Event, build_ctmc
+from exactq.ctmc import Event, build_ctmc, explore
 from exactq.errors import ModelError, UnstableError
 from exactq.params import Param
+from exactq.representations import QBD
 from exactq.statespace import StateSpace
 from exactq.truncation import Truncation
 
-__all__ = ["MM1", "MMc", "MMcK"]
+__all__ = ["MM1", "MMc", "MMcK", "MPH1", "phase_type_fit"]
 
 _MEASURES = {
     "mean_number": "E[L], mean number in system",
@@ -107,6 +113,44 @@ class _BirthDeath(Model):
             return float(p_full)
         raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover (validated by the API)
 
+    # -- QBD representation (the infinite queues): exact, no truncation -------------
+    #: the QBD is the whole infinite chain: the qbd method solves it once
+    qbd_truncated = False
+
+    def qbd(self, width=None) -> QBD:
+        """Level 0 = the states 0..c-1 (``c`` phases); level ``n >= 1`` = the state ``c - 1 + n`` (one phase).
+
+        Level 0 is the finite birth-death chain below ``c``; above it every state has
+        the same rates ``lambda`` up and ``c mu`` down, so the QBD is level
+        independent with scalar blocks and ``R = lambda / (c mu)``.
+        """
+        if width is not None:
+            raise ModelError(f"model {self.name} has an exact QBD: it takes no phase truncation; got {width}")
+        lam, mu, c = self.arrival_rate, self.service_rate, self._servers
+        i = np.arange(c)
+        B1 = np.diag(np.full(c - 1, lam), 1) + np.diag(mu * i[1:], -1) - np.diag(lam + mu * i)
+        B0 = np.zeros((c, 1))
+        B0[c - 1, 0] = lam
+        B2 = np.zeros((1, c))
+        B2[0, c - 1] = c * mu
+        return QBD([[lam]], [[-(lam + c * mu)]], [[c * mu]], B1=B1, B0=B0, B2=B2)
+
+    def qbd_measure(self, measure, qbd, sol):
+        lam, c = self.arrival_rate, self._servers
+        j = np.arange(c, dtype=float)
+        L = sol.expect_affine(j, c - 1.0, 1.0)
+        Lq = sol.expect_affine(0.0, -1.0, 1.0)
+        values = {
+            "mean_number": L,
+            "mean_queue_length": Lq,
+            "mean_response_time": L / lam,
+            "mean_waiting_time": Lq / lam,
+            "p_wait": 1.0 - float(sol.pi0.sum()),
+            "utilization": sol.expect_affine(j, float(c), 0.0) / c,
+            "prob_empty": float(sol.pi0[0]),
+        }
+        return values[measure]
+
     # -- closed forms ------------------------------------------------------------
     def closed_form(self, measure):
         lam, mu, c = self.arrival_rate, self.service_rate, self._servers
@@ -156,10 +200,11 @@ class MM1(_BirthDeath):
     summary = "M/M/1: Poisson arrivals, one exponential server, infinite buffer"
     reference = "Kleinrock (1975), Queueing Systems I, sec. 3.2"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate lambda", **_RATE),
+        Param("arrival_rate", "float", "Poisson arrival rate lambda (total)", **_RATE),
         Param("service_rate", "float", "service rate mu", default=1.0, **_RATE),
     )
     measures = dict(_MEASURES)
+    methods = ("closed-form", "ctmc", "qbd")
     arrival_rate: float
     service_rate: float = 1.0
 
@@ -179,11 +224,12 @@ class MMc(_BirthDeath):
     summary = "M/M/c: c identical exponential servers, one FCFS queue (Erlang C)"
     reference = "Kleinrock (1975), Queueing Systems I, sec. 3.5"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate lambda", **_RATE),
+        Param("arrival_rate", "float", "Poisson arrival rate lambda (total, to the one queue)", **_RATE),
         Param("servers", "int", "number of servers c", low=1),
         Param("service_rate", "float", "service rate of each server", default=1.0, **_RATE),
     )
     measures = dict(_MEASURES)
+    methods = ("closed-form", "ctmc", "qbd")
     arrival_rate: float
     servers: int
     service_rate: float = 1.0
@@ -206,7 +252,7 @@ class MMcK(_BirthDeath):
     summary = "M/M/c/K: c exponential servers, room for K jobs in total; arrivals finding K are lost"
     reference = "Kleinrock (1975), Queueing Systems I, sec. 3.6-3.7"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate lambda", **_RATE),
+        Param("arrival_rate", "float", "Poisson arrival rate lambda (total, offered)", **_RATE),
         Param("servers", "int", "number of servers c", low=1),
         Param("capacity", "int", "maximum number in system K (>= servers)", low=1),
         Param("service_rate", "float", "service rate of each server", default=1.0, **_RATE),
@@ -228,3 +274,189 @@ class MMcK(_BirthDeath):
     def check(self):
         if self.capacity < self.servers:
             raise ModelError(f"capacity must be >= servers {self.servers}; got {self.capacity}")
+
+
+# ----------------------------------------------------------------------------------
+# M/PH/1: a two-moment phase-type service
+# ----------------------------------------------------------------------------------
+#: the smallest scv accepted: Erlang-100 (one QBD phase per Erlang phase)
+MIN_SCV = 0.01
+
+
+def phase_type_fit(mean: float, scv: float) -> tuple[np.ndarray, np.ndarray]:
+    """A phase-type law ``PH(alpha, S)`` with the given mean and squared coefficient of variation.
+
+    The classical two-moment fits (Tijms, *A First Course in Stochastic Models*,
+    2003, sec. 2.5 / eq. (B.12)):
+
+    * ``scv = 1/k``: Erlang-k, ``k`` phases of rate ``k / mean``;
+    * ``1/k < scv < 1/(k - 1)``: with probability ``p`` an Erlang-(k-1), otherwise an
+      Erlang-k, all phases of one rate ``nu = (k - p) / mean``, where
+      ``p = (k scv - sqrt(k (1 + scv) - k^2 scv)) / (1 + scv)``;
+    * ``scv = 1``: exponential;
+    * ``scv > 1``: the two-phase hyperexponential with balanced means,
+      ``p1 = (1 + sqrt((scv - 1) / (scv + 1))) / 2``, ``mu_i = 2 p_i / mean``.
+
+    Returns
+    -------
+    alpha : (k,) ndarray
+        The initial phase law.
+    S : (k, k) ndarray
+        The sub-generator (exit rates ``t = -S 1``).
+
+    Examples
+    --------
+    ``scv = 1/2`` is Erlang-2; every fit has the requested mean and scv:
+
+    >>> alpha, S = phase_type_fit(2.0, 0.5)
+    >>> alpha.tolist(), S.tolist()
+    ([1.0, 0.0], [[-1.0, 1.0], [0.0, -1.0]])
+    >>> alpha, S = phase_type_fit(1.5, 0.3)
+    >>> m1 = alpha @ np.linalg.solve(-S, np.ones(len(alpha)))
+    >>> m2 = 2 * alpha @ np.linalg.solve(S @ S, np.ones(len(alpha)))
+    >>> bool(np.isclose(m1, 1.5) and np.isclose(m2 / m1 ** 2 - 1, 0.3))
+    True
+    """
+    mean, scv = float(mean), float(scv)
+    if not (mean > 0 and math.isfinite(mean)):
+        raise ModelError(f"mean_service_time must be > 0; got {mean!r}")
+    if not (scv >= MIN_SCV and math.isfinite(scv)):
+        raise ModelError(f"scv must be >= {MIN_SCV:g} (at most {round(1 / MIN_SCV)} phases) and finite; got {scv!r}")
+    if abs(scv - 1.0) <= 1e-12:
+        return np.array([1.0]), np.array([[-1.0 / mean]])
+    if scv > 1.0:
+        p1 = 0.5 * (1.0 + math.sqrt((scv - 1.0) / (scv + 1.0)))
+        p = np.array([p1, 1.0 - p1])
+        return p, np.diag(-2.0 * p / mean)
+    k = max(2, math.ceil(1.0 / scv - 1e-9))
+    p = (k * scv - math.sqrt(max(k * (1.0 + scv) - k * k * scv, 0.0))) / (1.0 + scv)
+    p = min(max(p, 0.0), 1.0)
+    nu = (k - p) / mean
+    alpha = np.zeros(k)
+    alpha[0], alpha[1] = 1.0 - p, p
+    S = nu * (np.diag(np.ones(k - 1), 1) - np.eye(k))
+    return alpha, S
+
+
+@register_model
+@dataclass(frozen=True)
+class MPH1(Model):
+    """The M/PH/1 queue: Poisson arrivals, one server whose service law is fitted to a mean and an scv."""
+
+    name = "mph1"
+    summary = "M/PH/1: Poisson arrivals, one FCFS server with phase-type service given by its mean and scv"
+    reference = "Neuts (1981), ch. 3; Kleinrock (1975), Queueing Systems I, sec. 5.6 (Pollaczek-Khinchine)"
+    parameters = (
+        Param("arrival_rate", "float", "Poisson arrival rate lambda (total)", **_RATE),
+        Param("mean_service_time", "float", "mean service time E[S]", default=1.0, **_RATE),
+        Param("scv", "float", "squared coefficient of variation of the service time: 1/k gives Erlang-k, "
+              "between two such a mixture of Erlang-(k-1) and Erlang-k, 1 exponential, > 1 a balanced-means "
+              "two-phase hyperexponential", default=1.0, low=MIN_SCV),
+    )
+    measures = dict(_MEASURES)
+    methods = ("closed-form", "qbd", "ctmc")
+    default_measure = "mean_number"
+
+    arrival_rate: float
+    mean_service_time: float = 1.0
+    scv: float = 1.0
+
+    is_infinite = True
+    qbd_truncated = False
+    _capacity = None
+    _measure_from = _BirthDeath._measure_from
+
+    def check(self):
+        rho = self.arrival_rate * self.mean_service_time
+        if rho >= 1.0:
+            raise UnstableError(f"arrival_rate must be < 1 / mean_service_time = {1 / self.mean_service_time:g} "
+                                f"for stability; got {self.arrival_rate:g}")
+
+    @property
+    def service_rate(self) -> float:
+        """``1 / E[S]``."""
+        return 1.0 / self.mean_service_time
+
+    @property
+    def service_law(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(alpha, S)`` of the fitted service law (:func:`phase_type_fit`)."""
+        return phase_type_fit(self.mean_service_time, self.scv)
+
+    # -- closed form: Pollaczek-Khinchine ----------------------------------------------
+    def closed_form(self, measure):
+        """Pollaczek-Khinchine: ``E[W] = lambda E[S^2] / (2 (1 - rho))`` with ``E[S^2] = (1 + scv) E[S]^2``."""
+        lam, es = self.arrival_rate, self.mean_service_time
+        rho = lam * es
+        wait = rho * es * (1.0 + self.scv) / (2.0 * (1.0 - rho))
+        values = {
+            "mean_waiting_time": wait,
+            "mean_response_time": wait + es,
+            "mean_queue_length": lam * wait,
+            "mean_number": lam * (wait + es),
+            "p_wait": rho,  # PASTA: an arrival waits iff the server is busy
+            "utilization": rho,
+            "prob_empty": 1.0 - rho,
+        }
+        return values[measure]
+
+    # -- QBD: level = number in system, phase = the phase of the service in progress ------
+    def qbd(self, width=None) -> QBD:
+        """``A0 = lambda I``, ``A1 = S - lambda I``, ``A2 = t alpha``; level 0 (empty) has one phase."""
+        if width is not None:
+            raise ModelError(f"model {self.name} has an exact QBD: it takes no phase truncation; got {width}")
+        alpha, S = self.service_law
+        lam, k = self.arrival_rate, len(alpha)
+        t = -S.sum(1)
+        return QBD(lam * np.eye(k), S - lam * np.eye(k), np.outer(t, alpha), B1=[[-lam]],
+                   B0=lam * alpha[None, :], B2=t[:, None])
+
+    def qbd_measure(self, measure, qbd, sol):
+        lam = self.arrival_rate
+        L = sol.expect_affine(0.0, 0.0, 1.0)
+        Lq = sol.expect_affine(0.0, -1.0, 1.0)
+        busy = 1.0 - float(sol.pi0.sum())
+        values = {"mean_number": L, "mean_queue_length": Lq, "mean_response_time": L / lam,
+                  "mean_waiting_time": Lq / lam, "p_wait": busy, "utilization": busy,
+                  "prob_empty": float(sol.pi0.sum())}
+        return values[measure]
+
+    # -- the truncated CTMC in (number in system, service phase) -------------------------
+    def truncation_start(self, tol: float) -> int:
+        rho = self.arrival_rate * self.mean_service_time
+        return int(math.ceil(math.log(tol) / math.log(rho))) + 10
+
+    def ctmc_size(self, truncation) -> int:
+        return int(truncation) * len(self.service_law[0]) + 1
+
+    def ctmc(self, truncation=None):
+        """At most ``truncation`` jobs; arrivals finding it full are blocked (the ``block`` rule)."""
+        if truncation is None:
+            raise ModelError("mph1 needs a truncation level (jobs in system)")
+        K = int(truncation)
+        alpha, S = self.service_law
+        lam, k = self.arrival_rate, len(alpha)
+        t = -S.sum(1)
+        off = S - np.diag(np.diag(S))
+
+        def start(j):  # an arrival to the empty system starts service in phase j
+            return Event(f"arrival_start_{j}", lambda s: (lam * alpha[j] * (s[:, 0] == 0), np.column_stack(
+                [s[:, 0] + 1, np.full(len(s), j)])))
+
+        def phase(j):  # the service moves to phase j
+            return Event(f"phase_{j}", lambda s: (off[s[:, 1], j] * (s[:, 0] > 0), np.column_stack(
+                [s[:, 0], np.full(len(s), j)])))
+
+        def next_job(j):  # a completion with a job waiting: the next one starts in phase j
+            return Event(f"done_next_{j}", lambda s: (t[s[:, 1]] * alpha[j] * (s[:, 0] > 1), np.column_stack(
+                [s[:, 0] - 1, np.full(len(s), j)])))
+
+        events = [Event("arrival", lambda s: (lam * (s[:, 0] > 0), s + np.array([1, 0]))),
+                  Event("done_empty", lambda s: (t[s[:, 1]] * (s[:, 0] == 1), np.zeros_like(s)))]
+        events += [start(j) for j in range(k)] + [phase(j) for j in range(k)] + [next_job(j) for j in range(k)]
+        space = explore([0, 0], events, ["n", "phase"], hi=[K, k - 1])
+        return build_ctmc(space, events, initial=[0, 0], truncation=Truncation(K, "block", "number in system"),
+                          constants={"K": K})
+
+    def ctmc_measure(self, measure, chain, sol):
+        n = chain.states[:, 0].astype(float)
+        return self._measure_from(measure, n, sol.pi, 0.0, int(chain.states[:, 0].max()), 1)

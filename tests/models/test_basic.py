@@ -211,8 +211,10 @@ def test_overloaded_loss_system_is_fine():
 def test_api_errors():
     with pytest.raises(ModelError, match="unknown measure 'blocking_probability' for model mm1"):
         solve("mm1", "blocking_probability", arrival_rate=0.5)
-    with pytest.raises(NotApplicableError, match="method 'qbd' does not apply to model mm1"):
-        solve("mm1", method="qbd", arrival_rate=0.5)
+    with pytest.raises(NotApplicableError, match="method 'qbd' does not apply to model mmck"):
+        solve("mmck", method="qbd", arrival_rate=0.5, servers=1, capacity=3)
+    with pytest.raises(NotApplicableError, match="method 'compensation' does not apply to model mm1"):
+        solve("mm1", method="compensation", arrival_rate=0.5)
     with pytest.raises(ModelError, match=r"tol must be in \(0, 1\); got 0"):
         solve("mm1", arrival_rate=0.5, tol=0)
     with pytest.raises(ModelError, match=r"truncation must be an integer >= 1; got 0"):
@@ -311,3 +313,48 @@ def test_verify_on_a_basic_model():
     assert v["agree"] is True and v["dps"] == 50
     assert v["abs_diff"] < 1e-12
     assert v["value_mp"] == pytest.approx(r.value, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------
+# the exact QBD of M/M/1 and M/M/c (no truncation)
+# ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, params", [c for c in CASES if c[0] != "mmck"],
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES) if n != "mmck"])
+def test_qbd_agrees_with_closed_form_for_every_measure(name, params):
+    for measure in MEASURES:
+        exact = solve(name, measure, method="closed-form", **params)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no truncation, no accuracy warning
+            q = solve(name, measure, method="qbd", **params)
+        assert q.method == "qbd" and q.error_estimate is None and "truncation" not in q.info
+        assert q.value == pytest.approx(exact.value, rel=1e-11, abs=1e-15), measure
+
+
+def test_qbd_of_mmc_is_the_erlang_c_law():
+    """Levels n >= 1 of M/M/c are the states c - 1 + n: R = lambda / (c mu), pi0 = the states below c."""
+    m = exactq.model("mmc", arrival_rate=4.5, servers=5)
+    from exactq.solvers.qbd import solve_qbd
+
+    q = m.qbd()
+    assert q.n_phases == 1 and q.n_boundary_phases == 5 and not m.qbd_truncated
+    sol = solve_qbd(q)
+    assert sol.R[0, 0] == pytest.approx(4.5 / 5, rel=1e-13)
+    a = Fraction(9, 2)
+    p0 = 1 / (sum(a**k / math.factorial(k) for k in range(5)) + a**5 / math.factorial(5) * 5 / (5 - a))
+    expected = [float(p0 * a**k / math.factorial(k)) for k in range(5)]
+    np.testing.assert_allclose(sol.pi0, expected, rtol=1e-12)
+    with pytest.raises(ModelError, match="exact QBD: it takes no phase truncation"):
+        m.qbd(10)
+
+
+def test_cli_contract_mmc_qbd(capsys):
+    import json
+
+    from exactq.cli import main
+
+    assert main(["solve", "mmc", "arrival_rate=4.5", "service_rate=1", "servers=5", "--method", "qbd",
+                 "--measure", "mean_response_time", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    exact = solve("mmc", "mean_response_time", arrival_rate=4.5, servers=5).value
+    assert out["method"] == "qbd" and out["value"] == pytest.approx(exact, rel=1e-12)
+    assert out["warnings"] == []
