@@ -45,6 +45,13 @@ __all__ = [
     "SteadyExpectation",
     "Until",
     "ExpectedTime",
+    "Globally",
+    "Next",
+    "RewardQuery",
+    "Filter",
+    "RewardStructure",
+    "REWARD_KINDS",
+    "FILTER_OPS",
     "parse_query",
     "TRUE",
 ]
@@ -78,15 +85,17 @@ class SteadyExpectation:
 
 @dataclass(frozen=True)
 class Until:
-    """``P=? [ left U<=time_bound right ]`` (``time_bound`` None: unbounded).
+    """``P=? [ left U[lower_bound, time_bound] right ]`` (``time_bound`` None: unbounded above).
 
-    ``P=? [ F b ]`` parses to ``Until(true, b, None)``.
+    ``P=? [ F b ]`` parses to ``Until(true, b, None)``; ``F>=t b`` has ``lower_bound = t``
+    and ``time_bound = None``. In a DTMC the bounds count steps.
     """
 
     left: Expression
     right: Expression
     time_bound: float | None = None
     text: str = field(default="", compare=False)
+    lower_bound: float = 0.0
     kind: ClassVar[str] = "until"
 
     @property
@@ -97,6 +106,9 @@ class Until:
         if self.text:
             return self.text
         bound = "" if self.time_bound is None else f"<={self.time_bound:g}"
+        if self.lower_bound:
+            bound = f">={self.lower_bound:g}" if self.time_bound is None else \
+                f"[{self.lower_bound:g},{self.time_bound:g}]"
         if self.left == TRUE:
             return f"P=? [ F{bound} {self.right.text} ]"
         return f"P=? [ {self.left.text} U{bound} {self.right.text} ]"
@@ -114,7 +126,121 @@ class ExpectedTime:
         return self.text or f"T=? [ F {self.target.text} ]"
 
 
-Query = Union[SteadyProbability, SteadyExpectation, Until, ExpectedTime]
+@dataclass(frozen=True)
+class Globally:
+    """``P=? [ G[lower_bound, time_bound] expr ]``: ``expr`` holds throughout the interval.
+
+    Checked as ``1 - P=? [ F[lower_bound, time_bound] !expr ]``.
+    """
+
+    expr: Expression
+    time_bound: float | None = None
+    lower_bound: float = 0.0
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "globally"
+
+    def __str__(self) -> str:
+        return self.text or f"P=? [ G {self.expr.text} ]"
+
+
+@dataclass(frozen=True)
+class Next:
+    """``P=? [ X expr ]``: the next state (after one jump) satisfies ``expr``."""
+
+    expr: Expression
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "next"
+
+    def __str__(self) -> str:
+        return self.text or f"P=? [ X {self.expr.text} ]"
+
+
+#: the reward formulas of :class:`RewardQuery`
+REWARD_KINDS = ("steady", "cumulative", "instantaneous", "reachability")
+
+
+@dataclass(frozen=True)
+class RewardQuery:
+    """``R{"reward"}=? [ S ]``, ``[ C<=time ]``, ``[ I=time ]`` or ``[ F target ]``.
+
+    ``reward`` names a reward structure (``None``: the first one); ``kind`` is one of
+    :data:`REWARD_KINDS`. In a DTMC ``time`` counts steps.
+    """
+
+    reward: str | None
+    kind_of: str
+    time: float | None = None
+    target: Expression | None = None
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "reward"
+
+    def __post_init__(self):
+        if self.kind_of not in REWARD_KINDS:
+            raise ModelError(f"reward formula must be one of {', '.join(REWARD_KINDS)}; got {self.kind_of!r}")
+
+    def __str__(self) -> str:
+        if self.text:
+            return self.text
+        r = "" if self.reward is None else f'{{"{self.reward}"}}'
+        body = {"steady": "S", "cumulative": f"C<={self.time:g}" if self.time is not None else "C",
+                "instantaneous": f"I={self.time:g}" if self.time is not None else "I",
+                "reachability": f"F {self.target.text if self.target is not None else ''}"}[self.kind_of]
+        return f"R{r}=? [ {body} ]"
+
+
+#: the operators of :class:`Filter` (PRISM's, less the boolean and per-state ones)
+FILTER_OPS = ("min", "max", "avg", "sum", "first", "state", "range", "count")
+
+
+@dataclass(frozen=True)
+class Filter:
+    """``filter(op, query, states)``: ``op`` over the per-state values of ``query`` on ``states``.
+
+    ``states`` None means every state. PRISM's default for a query without a filter
+    is the value at the single initial state (``state`` over ``"init"``), or the
+    ``range`` over several initial states.
+    """
+
+    op: str
+    query: object
+    states: Expression | None = None
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "filter"
+
+    def __post_init__(self):
+        if self.op not in FILTER_OPS:
+            raise ModelError(f"filter operator must be one of {', '.join(FILTER_OPS)}; got {self.op!r}")
+
+    def __str__(self) -> str:
+        return self.text or f"filter({self.op}, {self.query})"
+
+
+@dataclass(frozen=True, eq=False)
+class RewardStructure:
+    """A reward structure of a chain, as the ``R`` operator needs it.
+
+    Attributes
+    ----------
+    name : str
+    state : (n,) ndarray
+        The reward earned per unit time in each state (per step in a DTMC); what
+        ``I=t`` averages.
+    transition : (n,) ndarray or None
+        The expected reward of the transitions out of each state, per unit time (the
+        sum over transitions of rate times reward; per step in a DTMC). ``S``, ``C<=t``
+        and ``F b`` add it to ``state``; ``I=t`` does not (PRISM's semantics).
+    """
+
+    name: str
+    state: object
+    transition: object = None
+
+    def rate(self):
+        """State plus transition reward: what ``S``, ``C`` and ``F`` accumulate."""
+        return self.state if self.transition is None else self.state + self.transition
+
+
+Query = Union[SteadyProbability, SteadyExpectation, Until, ExpectedTime, Globally, Next, RewardQuery, Filter]
 
 _OPERATORS = ("S", "E", "P", "T")
 
@@ -274,7 +400,8 @@ def parse_query(text: str) -> Query:
     >>> parse_query("P=? [ F q = 0 ]") == parse_query("P=?[true U q=0]")
     True
     """
-    if isinstance(text, (SteadyProbability, SteadyExpectation, Until, ExpectedTime)):
+    if isinstance(text, (SteadyProbability, SteadyExpectation, Until, ExpectedTime, Globally, Next, RewardQuery,
+                         Filter)):
         return text
     if not isinstance(text, str):
         raise ModelError(f"query must be a string; got {type(text).__name__}")

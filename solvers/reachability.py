@@ -34,7 +34,7 @@ import scipy.sparse.linalg as spla
 from exactq.errors import AccuracyWarning, ModelError
 from exactq.solvers.transient import as_generator, as_mask
 
-__all__ = ["until_probability", "expected_time"]
+__all__ = ["until_probability", "expected_time", "expected_reward", "absorption_values"]
 
 #: Residuals above this (in the scaled system, whose diagonal is 1) trigger an AccuracyWarning.
 RESIDUAL_WARN = 1e-8
@@ -240,3 +240,121 @@ def expected_time(Q, target_mask) -> tuple[np.ndarray, dict]:
         "seconds": time.perf_counter() - t0,
     }
     return times, info
+
+
+def expected_reward(Q, target_mask, reward) -> tuple[np.ndarray, dict]:
+    """Expected reward accumulated until the target set is reached, from every state.
+
+    Parameters
+    ----------
+    Q : (n, n) sparse or dense array
+        Generator (a DTMC enters as ``P - I``: one time unit per step).
+    target_mask : (n,) bool array_like
+        The target states.
+    reward : (n,) array_like
+        Reward rate of each state (per step for ``P - I``), finite.
+
+    Returns
+    -------
+    values : (n,) ndarray
+        0 on the target; ``inf`` wherever the target is reached with probability < 1
+        (decided exactly by graph analysis, as PRISM does for ``R=? [ F b ]``);
+        otherwise the finite expectation.
+    info : dict
+        ``n_infinite``, ``n_solved``, ``residual`` (of the system scaled by the exit
+        rates), ``method`` and ``seconds``.
+
+    Notes
+    -----
+    On the non-target states ``S`` that reach the target with probability 1 the
+    expectation solves ``-Q_SS x = r_S`` [Nor97]_ (with ``r = 1`` this is
+    :func:`expected_time`); it is solved in the scaled form ``(I - P_SS) x = r / exit``.
+
+    Examples
+    --------
+    M/M/1/2 (arrival 1, service 2), reward rate = number in system, from empty until
+    full: ``x_1 = (1 + 2 x_0) / 3`` and ``x_0 = x_1`` give ``x_0 = x_1 = 1``.
+
+    >>> import scipy.sparse as sp
+    >>> Q = sp.csr_array([[-1, 1, 0], [2, -3, 1], [0, 2, -2]], dtype=float)
+    >>> values, info = expected_reward(Q, np.arange(3) == 2, [0.0, 1.0, 2.0])
+    >>> bool(np.allclose(values, [1.0, 1.0, 0.0]))
+    True
+    """
+    t0 = time.perf_counter()
+    A = as_generator(Q)
+    n = A.shape[0]
+    target = as_mask(target_mask, n, "target_mask")
+    r = np.asarray(reward, dtype=float)
+    if r.shape != (n,) or not np.all(np.isfinite(r)):
+        raise ModelError(f"reward must be {n} finite numbers (one per state)")
+    _, yes = _prob01(A, np.ones(n, dtype=bool), target)
+    values = np.full(n, np.inf)
+    values[target] = 0.0
+    solve = yes & ~target
+    x, solve_info = _solve_scaled(A, solve, r[solve])
+    values[solve] = x
+    info = {"method": "graph+spsolve", "n_infinite": int(np.count_nonzero(~yes)), **solve_info,
+            "seconds": time.perf_counter() - t0}
+    return values, info
+
+
+def absorption_values(Q, absorbing_mask, values) -> tuple[np.ndarray, dict]:
+    """``E_s[v(X_τ)]``, the value of the state where the absorbing set is first entered.
+
+    Parameters
+    ----------
+    Q : (n, n) sparse or dense array
+        Generator.
+    absorbing_mask : (n,) bool array_like
+        A set that every state reaches with probability 1 (the union of the closed
+        classes, for instance).
+    values : (n,) array_like
+        ``v``; only its entries on the absorbing set matter.
+
+    Returns
+    -------
+    out : (n,) ndarray
+        ``v`` on the absorbing set, the expectation elsewhere.
+    info : dict
+        ``n_solved``, ``residual``, ``method``, ``seconds``.
+
+    Raises
+    ------
+    ModelError
+        If some state can avoid the absorbing set forever.
+
+    Notes
+    -----
+    On the other states ``T`` the vector solves ``-Q_TT x = Q_{T,A} v_A`` (first-step
+    analysis, [BK08]_ Sec. 10.1.1); used for the long-run value of a chain with several
+    closed classes, weighted by the probability of ending in each.
+
+    Examples
+    --------
+    Gambler's ruin on 0..3 (up 2, down 1) with v(0) = 10, v(3) = 40: from state 1,
+    P(reach 3) = (1 - 1/2)/(1 - 1/8) = 4/7.
+
+    >>> import scipy.sparse as sp
+    >>> Q = sp.csr_array([[0, 0, 0, 0], [1, -3, 2, 0], [0, 1, -3, 2], [0, 0, 0, 0]], dtype=float)
+    >>> out, _ = absorption_values(Q, [True, False, False, True], [10.0, 0, 0, 40.0])
+    >>> bool(np.isclose(out[1], 10 * 3 / 7 + 40 * 4 / 7))
+    True
+    """
+    t0 = time.perf_counter()
+    A = as_generator(Q)
+    n = A.shape[0]
+    absorbing = as_mask(absorbing_mask, n, "absorbing_mask")
+    v = np.asarray(values, dtype=float)
+    if v.shape != (n,):
+        raise ModelError(f"values must have shape ({n},); got {v.shape}")
+    _, yes = _prob01(A, np.ones(n, dtype=bool), absorbing)
+    if not yes.all():
+        i = int(np.flatnonzero(~yes)[0])
+        raise ModelError(f"state {i} can avoid the absorbing set forever")
+    out = np.where(absorbing, v, 0.0)
+    rest = ~absorbing
+    rhs = A[np.flatnonzero(rest)] @ np.where(absorbing, v, 0.0) if rest.any() else np.zeros(0)
+    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float))
+    out[rest] = x
+    return out, {"method": "graph+spsolve", **solve_info, "seconds": time.perf_counter() - t0}

@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from exactq.errors import ModelError
 
-__all__ = ["FoxGlynn", "fox_glynn", "transient", "bounded_until"]
+__all__ = ["FoxGlynn", "fox_glynn", "transient", "bounded_until", "transient_values", "cumulative_reward"]
 
 #: Uniformisation rate factor: q = UNIFORMISATION_FACTOR * max_i |Q_ii| (keeps P's diagonal > 0).
 UNIFORMISATION_FACTOR = 1.02
@@ -426,3 +426,140 @@ def bounded_until(Q, left_mask, right_mask, t: float, *, eps: float = 1e-12) -> 
     info = dict(base, uniformisation_rate=q, fox_glynn=fg.summary(), matvecs=int(fg.right),
                 truncated_mass=float(fg.total_mass_lost), seconds=time.perf_counter() - t0)
     return probs, info
+
+
+def transient_values(Q, values, t: float, *, absorbing=None, eps: float = 1e-12) -> tuple[np.ndarray, dict]:
+    """Expected value at time ``t`` of a state function: ``(exp(Q' t) v)(s)`` from every state ``s``.
+
+    Parameters
+    ----------
+    Q : (n, n) sparse or dense array
+        Generator: off-diagonal rates >= 0, rows sum to 0.
+    values : (n,) array_like
+        The function ``v`` (a reward, or the indicator of a set of states).
+    t : float
+        Time, ``>= 0``.
+    absorbing : (n,) bool array_like, optional
+        States made absorbing first (``Q'`` has their rows set to 0); default none.
+    eps : float
+        Bound on the Poisson mass dropped by the truncation.
+
+    Returns
+    -------
+    out : (n,) ndarray
+        ``E_s[v(X'_t)]``; each entry is within ``info["error_bound"]`` of the exact value.
+    info : dict
+        ``uniformisation_rate``, ``fox_glynn``, ``matvecs``, ``truncated_mass``,
+        ``error_bound`` (``truncated_mass`` times ``max |v|``), ``seconds``.
+
+    Notes
+    -----
+    Backward uniformisation [Jen53]_: ``exp(Q' t) v = Σ_k w_k P'^k v`` with
+    ``P' = I + Q'/q`` and the Fox–Glynn weights ``w_k`` [FG88]_. This is the second
+    phase of interval until ``a U[t1,t2] b`` [BHHK03]_ and the instantaneous reward
+    ``R=? [ I=t ]``.
+
+    Examples
+    --------
+    Two states, ``0 -> 1`` at rate 2 and back at rate 1: ``P_0(X_t = 1) = 2/3 (1 - e^{-3t})``.
+
+    >>> import scipy.sparse as sp
+    >>> out, info = transient_values(sp.csr_array([[-2.0, 2.0], [1.0, -1.0]]), [0.0, 1.0], 0.5)
+    >>> bool(np.isclose(out[0], 2 / 3 * (1 - np.exp(-1.5)), rtol=1e-12))
+    True
+    """
+    t0 = time.perf_counter()
+    A = as_generator(Q)
+    n = A.shape[0]
+    t = _check_time(t)
+    v = np.asarray(values, dtype=float)
+    if v.shape != (n,) or not np.all(np.isfinite(v)):
+        raise ModelError(f"values must be {n} finite numbers (one per state)")
+    if absorbing is not None:
+        keep = ~as_mask(absorbing, n, "absorbing")
+        A = (sp.diags_array(keep.astype(float)) @ A).tocsr()
+        A.eliminate_zeros()
+    P, q = _uniformised(A)
+    scale = float(np.max(np.abs(v))) if n else 0.0
+    if t == 0.0 or P is None:
+        return v.copy(), {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": None, "matvecs": 0,
+                          "truncated_mass": 0.0, "error_bound": 0.0, "seconds": time.perf_counter() - t0}
+    fg = fox_glynn(q * t, eps)
+    out = _poisson_sum(lambda x: P @ x, v, fg)
+    info = {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": fg.summary(),
+            "matvecs": int(fg.right), "truncated_mass": float(fg.total_mass_lost),
+            "error_bound": float(fg.total_mass_lost) * scale, "seconds": time.perf_counter() - t0}
+    return out, info
+
+
+def cumulative_reward(Q, reward, t: float, *, eps: float = 1e-12) -> tuple[np.ndarray, dict]:
+    """Expected reward accumulated up to time ``t``: ``E_s[∫_0^t r(X_u) du]`` from every state.
+
+    Parameters
+    ----------
+    Q : (n, n) sparse or dense array
+        Generator.
+    reward : (n,) array_like
+        Reward rate of each state (finite).
+    t : float
+        Time horizon, ``>= 0``.
+    eps : float
+        Bound on the Poisson mass dropped by the truncation.
+
+    Returns
+    -------
+    out : (n,) ndarray
+    info : dict
+        ``uniformisation_rate``, ``fox_glynn``, ``matvecs``, ``error_bound`` and ``seconds``.
+
+    Notes
+    -----
+    With ``P = I + Q/q`` and ``N ~ Poisson(qt)``,
+    ``∫_0^t e^{-qu} (qu)^k / k! du = P(N > k) / q``, so
+    ``∫_0^t exp(Qu) r du = Σ_k P(N > k)/q · P^k r`` (the cumulative-reward form of
+    uniformisation, e.g. Kwiatkowska, Norman & Parker, "Stochastic model checking",
+    SFM 2007, sec. 5.3). The sum stops at the right end ``R`` of the Fox–Glynn window
+    [FG88]_; the neglected terms are at most ``E[(N - R)^+]/q · max|r|``, below
+    ``error_bound = eps (t + R/q) max|r|``.
+
+    Examples
+    --------
+    One state of reward rate 2 that leaves at rate 3 to a reward-free absorbing state:
+    ``E[∫_0^t r] = 2 (1 - e^{-3t}) / 3``.
+
+    >>> import scipy.sparse as sp
+    >>> out, _ = cumulative_reward(sp.csr_array([[-3.0, 3.0], [0.0, 0.0]]), [2.0, 0.0], 0.4)
+    >>> bool(np.isclose(out[0], 2 * (1 - np.exp(-1.2)) / 3, rtol=1e-12))
+    True
+    """
+    t0 = time.perf_counter()
+    A = as_generator(Q)
+    n = A.shape[0]
+    t = _check_time(t)
+    r = np.asarray(reward, dtype=float)
+    if r.shape != (n,) or not np.all(np.isfinite(r)):
+        raise ModelError(f"reward must be {n} finite numbers (one per state)")
+    P, q = _uniformised(A)
+    if t == 0.0:
+        return np.zeros(n), {"method": "uniformisation", "matvecs": 0, "error_bound": 0.0,
+                             "seconds": time.perf_counter() - t0}
+    if P is None:  # no transitions at all: the reward accumulates linearly
+        return r * t, {"method": "uniformisation", "matvecs": 0, "error_bound": 0.0,
+                       "seconds": time.perf_counter() - t0}
+    fg = fox_glynn(q * t, eps)
+    # c_k = P(N > k) / q: 1/q below the window, 1 - (cumulated window weights) inside it
+    tail = 1.0 - np.cumsum(fg.weights)
+    tail[-1] = 0.0
+    v = r.copy()
+    acc = np.zeros(n)
+    for k in range(fg.right + 1):  # a loop over the Poisson terms, not over states
+        c = 1.0 if k < fg.left else float(tail[k - fg.left])
+        if c > 0:
+            acc += c * v
+        if k < fg.right:
+            v = P @ v
+    acc /= q
+    scale = float(np.max(np.abs(r))) if n else 0.0
+    info = {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": fg.summary(), "matvecs": int(fg.right),
+            "error_bound": eps * (t + fg.right / q) * scale, "seconds": time.perf_counter() - t0}
+    return acc, info
