@@ -7,9 +7,10 @@ c_i ~ U(0.5, 3) (numpy seed 1000), work rate rho = load * sum(mu) for the loads
 Compared for the centralized optimum (K = 1) and the Wardrop equilibrium (K = inf):
 
 ``closed_form``
-    ``exactq.models.ps_routing.water_filling`` (sort by c/mu, prefix sums, O(n log n)).
+    ``exactq.solvers.routing.water_filling`` on a ``RoutingProblem`` (validation, then sort
+    by c/mu and prefix sums, O(n log n)).
 ``convex``
-    ``exactq.solvers.routing.convex_loads``: cvxpy build + DCP check + Clarabel +
+    ``exactq.solvers.routing.convex_loads`` on the same problem: cvxpy build + DCP check + Clarabel +
     polish + KKT check (warm process: cvxpy already imported). ``solver_seconds`` is
     Clarabel's own time, ``cold_seconds`` the first call in the process (includes
     importing cvxpy).
@@ -19,6 +20,9 @@ Compared for the centralized optimum (K = 1) and the Wardrop equilibrium (K = in
     servers (default 50) against the convex method at the same size: SLSQP's dense
     quasi-Newton steps take about 6 s at n = 50 and 2 minutes at n = 200 on 2 cores,
     hopeless at n = 1000.
+
+``api`` rows: the price of anarchy and the K = 4 atomic cost of the load-0.8 instance
+through ``exactq.solve`` (model, method driver and solver together), both methods.
 
 Targets (issue 5): convex < 2 s, closed form < 10 ms, agreement to 1e-8.
 
@@ -41,6 +45,8 @@ import sys
 import time
 
 import numpy as np
+
+import exactq
 
 
 def _median_seconds(fn, repeats):
@@ -79,22 +85,24 @@ def main(argv=None):
     parser.add_argument("--out", help="write the JSON here instead of stdout")
     args = parser.parse_args(argv)
 
-    from exactq.models.ps_routing import water_filling
+    from exactq.representations.routing import RoutingProblem
 
     t0 = time.perf_counter()
-    from exactq.solvers.routing import convex_loads
+    from exactq.solvers.routing import convex_loads, water_filling
 
     mu, c, rho = _instance(args.n, 0.8)
-    convex_loads(mu, c, rho)  # cold call: imports cvxpy and Clarabel
+    convex_loads(RoutingProblem(mu, c, rho))  # cold call: imports cvxpy and Clarabel
     cold = time.perf_counter() - t0
 
     rows = []
     for load in (0.8, 0.3, 0.999):
         mu, c, rho = _instance(args.n, load)
         for k in (1, math.inf):
-            t_closed, exact = _median_seconds(lambda: water_filling(mu, c, rho, dispatchers=k), 201)
-            t_convex, cvx = _median_seconds(lambda: convex_loads(mu, c, rho, dispatchers=k), args.repeats)
-            diff = float(np.max(np.abs(np.array(cvx.value) - exact.value)))
+            # the problem is built (and validated) inside each timed call, as the old array API did
+            t_closed, exact = _median_seconds(lambda: water_filling(RoutingProblem(mu, c, rho, dispatchers=k)), 201)
+            t_convex, cvx = _median_seconds(lambda: convex_loads(RoutingProblem(mu, c, rho, dispatchers=k)),
+                                            args.repeats)
+            diff = float(np.max(np.abs(cvx.loads - exact.loads)))
             rows.append({
                 "load": load,
                 "regime": "centralized" if k == 1 else "decentralized",
@@ -111,12 +119,21 @@ def main(argv=None):
                 "polish_shift": cvx.info["polish_shift"],
                 "agree_1e-8": diff <= 1e-8,
             })
+    # the same problems through the public API (the model, the method driver, the solver)
+    api_rows = []
+    mu, c, rho = _instance(args.n, 0.8)
+    params = dict(service_rates=mu.tolist(), holding_costs=c.tolist(), work_rate=float(rho), dispatchers=4)
+    for measure in ("price_of_anarchy", "cost_atomic"):
+        for method, repeats in (("closed-form", 51), ("convex", args.repeats)):
+            t_api, res = _median_seconds(lambda: exactq.solve("ps-routing", measure, method=method, **params), repeats)
+            api_rows.append({"measure": measure, "method": method, "seconds": t_api, "value": res.value,
+                             "residual": res.residual})
     baseline = None
     if args.baseline:
         mu, c, rho = _instance(args.baseline_n, 0.8)
         t_slsqp, res = _median_seconds(lambda: _slsqp(mu, c, rho), 1)
-        exact = np.array(water_filling(mu, c, rho).value)
-        t_convex, _ = _median_seconds(lambda: convex_loads(mu, c, rho), args.repeats)
+        exact = water_filling(RoutingProblem(mu, c, rho)).loads
+        t_convex, _ = _median_seconds(lambda: convex_loads(RoutingProblem(mu, c, rho)), args.repeats)
         baseline = {"method": "scipy SLSQP, analytic gradient", "n": args.baseline_n,
                     "seconds": t_slsqp, "convex_seconds": t_convex,
                     "success": bool(res.success), "iterations": int(res.nit),
@@ -138,6 +155,7 @@ def main(argv=None):
         "cold_first_call_seconds": cold,
         "targets": {"convex_seconds": 2.0, "closed_form_seconds": 0.010, "agreement": 1e-8},
         "rows": rows,
+        "api": api_rows,
         "baseline": baseline,
         "all_targets_met": all(r["convex_seconds"] < 2.0 and r["closed_form_seconds"] < 0.010
                                and r["agree_1e-8"] for r in rows),
@@ -157,6 +175,9 @@ def main(argv=None):
         print(f"{r['load']:>6} {r['regime']:<14}{r['servers_used']:>6}{r['closed_form_seconds'] * 1e3:>10.3f} ms"
               f"{r['convex_seconds']:>8.3f} s{r['solver_seconds']:>8.3f} s{r['ratio_convex_over_closed_form']:>8.0f}"
               f"{r['max_load_difference']:>13.1e}{r['kkt_residual_solver']:>10.1e}", file=err)
+    for r in api_rows:
+        print(f"exactq.solve ps-routing {r['measure']:<18}{r['method']:<12}{r['seconds'] * 1e3:9.3f} ms"
+              f"  value {r['value']!r}", file=err)
     if baseline:
         print(f"scipy SLSQP (n = {baseline['n']}, load 0.8, optimum): {baseline['seconds']:.2f} s, "
               f"{baseline['ratio_slsqp_over_convex']:.0f}x the convex method, "

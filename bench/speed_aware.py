@@ -20,6 +20,11 @@ Compared on the same generator, in one run:
 Each reports seconds, LU non-zeros (where there is an LU), the relative residual and
 E[T]. Ratios are ``direct_seconds / other_seconds``.
 
+``fluid`` (every run): the median time of one ``exactq.solve(..., method="fluid")``
+call through the public API (three classes, speeds 2, 1, 0.5, fractions 0.2, 0.5,
+0.3, arrival rate 0.45 per server), for one policy per dispatch rule, with and
+without ``verify`` (the independent re-solve: HiGHS, ``scipy.optimize.root``).
+
 Usage::
 
     python bench/speed_aware.py            # k = 3 (27,225 states) and k = 4 (245,025)
@@ -39,6 +44,7 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import shortest_path
 
 import exactq
+from exactq.ctmc import StationaryDistribution
 from exactq.solvers.stationary import _reduced_system, stationary
 
 
@@ -68,9 +74,10 @@ def run_case(k, K, *, with_direct=True):
     out = {"k": k, "K": K, "n_states": chain.n_states, "nnz": int(Q.nnz), "build_seconds": build}
 
     def record(name, pi, seconds, lu_nnz=None):
+        sol = StationaryDistribution(pi, name, float(np.abs(Q.T @ pi).max()))
         out[name] = {"seconds": seconds, "lu_nnz": lu_nnz,
                      "relative_residual": float(np.abs(Q.T @ pi).sum() / qmax),
-                     "mean_response_time": m.ctmc_measure("mean_response_time", chain, pi)}
+                     "mean_response_time": m.ctmc_measure("mean_response_time", chain, sol)}
 
     if with_direct:
         t = time.perf_counter()
@@ -87,6 +94,23 @@ def run_case(k, K, *, with_direct=True):
     return out
 
 
+def fluid_timings(repeats=51):
+    """Median seconds of one ``method="fluid"`` solve through the API, per policy (three classes)."""
+    params = dict(speeds="2,1,0.5", fractions="0.2,0.5,0.3", arrival_rate=0.45)
+    rows = []
+    for policy in ("sa-jsq", "jsq", "random"):
+        for verify in (False, True):
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                r = exactq.solve("speed-aware", "mean_response_time", method="fluid", policy=policy, verify=verify,
+                                 **params)
+                times.append(time.perf_counter() - t0)
+            rows.append({"policy": policy, "verify": verify, "seconds": float(np.median(times)), "value": r.value,
+                         "method": r.method})
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
@@ -96,7 +120,9 @@ def main(argv=None):
     if not args.quick:
         # MMD on 245,025 states does not finish in minutes: not run
         cases.append(run_case(4, 8, with_direct=False))
-    doc = {"benchmark": "speed-aware lumped chain, stationary solve", "cases": cases}
+    fluid = fluid_timings()
+    doc = {"benchmark": "speed-aware lumped chain, stationary solve; fluid method per call", "cases": cases,
+           "fluid": fluid}
     text = json.dumps(doc, indent=1)
     if args.out:
         with open(args.out, "w") as fh:
@@ -109,6 +135,9 @@ def main(argv=None):
             if name in c:
                 parts.append(f"{name} {c[name]['seconds']:.2f}s")
         print("  ".join(parts), file=sys.stderr)
+    for f in fluid:
+        print(f"fluid {f['policy']:7s} verify={f['verify']!s:5s} {f['seconds'] * 1e3:.3f} ms  E[T] = {f['value']!r}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

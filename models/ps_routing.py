@@ -2,11 +2,13 @@
 
 Servers ``i = 1..n`` have capacities ``service_rates`` mu_i (work per unit time) and
 holding costs ``holding_costs`` c_i (per job per unit time). Job classes arrive as
-Poisson streams of rates lambda_k with mean sizes E[B_k] (general size laws); the
-total work rate is rho = sum_k lambda_k E[B_k] < sum_i mu_i. A static policy sends a
-fraction of each class to each server, so server i is an M/G/1-PS queue with
-utilisation rho_i = x_i / mu_i (x_i: work routed to it per unit time), mean number
-E[N_i] = rho_i / (1 - rho_i) whatever the size laws, and the holding cost rate is
+Poisson streams of rates lambda_k (``arrival_rates``: the rate of each *class*, not
+per server) with mean sizes E[B_k] (``mean_sizes``; general size laws), or the total
+work rate is given directly (``work_rate`` rho = sum_k lambda_k E[B_k], the total
+over all servers); rho < sum_i mu_i. A static policy sends a fraction of each class
+to each server, so server i is an M/G/1-PS queue with utilisation rho_i = x_i / mu_i
+(x_i: work routed to it per unit time), mean number E[N_i] = rho_i / (1 - rho_i)
+whatever the size laws, and the holding cost rate is
 
     C(rho_1, ..., rho_n) = sum_i c_i rho_i / (1 - rho_i),   sum_i mu_i rho_i = rho.
 
@@ -22,9 +24,11 @@ Three regimes, all indexed here by the number K of decision makers:
   cost; the symmetric Nash equilibrium minimises
   sum_i c_i [(1 - 1/K)(-log(1 - rho_i)) + (1/K) / (1 - rho_i)] (Ayesta, Brun & Prabhu).
 
-This module holds the model and its closed forms (water-filling with activation
-thresholds); :mod:`exactq.solvers.routing` solves the same problems as convex
-programs with cvxpy, which the tests use as the independent check.
+The model describes each regime as a
+:class:`~exactq.representations.routing.RoutingProblem` and maps the solutions to
+its measures; the ``closed-form`` method solves them by water-filling with activation
+thresholds, the ``convex`` method as convex programs in cvxpy (the independent
+check), both in :mod:`exactq.solvers.routing`.
 
 References
 ----------
@@ -39,7 +43,6 @@ Operations Research Letters 35 (2007) 421-426.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,17 +50,10 @@ import numpy as np
 from exactq.catalogue import Model, register_model
 from exactq.errors import ModelError, UnstableError
 from exactq.params import Param
+from exactq.representations.routing import RoutingProblem
 from exactq.result import Result
-from exactq.solvers.routing import check_routing_problem
 
-__all__ = [
-    "PSRouting",
-    "water_filling",
-    "routing_cost",
-    "slack_at_multiplier",
-    "CENTRALIZED",
-    "DECENTRALIZED",
-]
+__all__ = ["PSRouting", "CENTRALIZED", "DECENTRALIZED"]
 
 #: number of decision makers of the centralized optimum and of the Wardrop equilibrium
 CENTRALIZED = 1
@@ -67,163 +63,31 @@ _POSITIVE = dict(low=0.0, low_open=True)
 _REGIMES = {"centralized": CENTRALIZED, "decentralized": DECENTRALIZED, "atomic": None}
 
 
-# -- closed forms ---------------------------------------------------------------------
-
-
-def slack_at_multiplier(z, dispatchers):
-    """Spare fraction 1 - rho_i of a used server as a function of z = nu / (c_i/mu_i).
-
-    ``nu`` is the Lagrange multiplier of the work constraint (the common marginal cost
-    per unit of work); stationarity of the K-dispatcher potential reads
-    u^2/K + (1 - 1/K) u = z with u = 1/(1 - rho_i), so
-    1 - rho = ((1 - 1/K) + sqrt((1 - 1/K)^2 + 4z/K)) / (2z): z^(-1/2) for K = 1 and 1/z
-    for K = inf. A server is used iff z > 1.
-    """
-    z = np.asarray(z, dtype=float)
-    inv_k = 0.0 if math.isinf(dispatchers) else 1.0 / dispatchers
-    return ((1.0 - inv_k) + np.sqrt((1.0 - inv_k) ** 2 + 4.0 * inv_k * z)) / (2.0 * z)
-
-
-def _water_fill(mu, c, rho, dispatchers):
-    """Loads, spare fractions 1 - rho_i and multiplier of one regime (no validation).
-
-    For K = 1 and K = inf (Altman, Ayesta & Prabhu 2011, Props. 1 and 3): sort by
-    a_i = c_i/mu_i; with the multiplier at server k's threshold a_k the servers before
-    it absorb work  L_k = sum_{j<k} mu_j - sum_{j<k} w_j / r(a_k)  (w = sqrt(c mu),
-    r = sqrt for the optimum; w = c, r = identity for the equilibrium). L_k increases
-    with k, so the used set is {k : L_k < rho}, found with prefix sums in O(n log n),
-    and on it 1 - rho_i = r(a_i) (sum_used mu - rho) / sum_used w. For finite K the
-    multiplier solves sum_i mu_i (1 - s_i(nu))^+ = rho, a monotone scalar equation
-    (Brent's method).
-    """
-    a = c / mu
-    if math.isinf(dispatchers) or dispatchers == 1:
-        order = np.argsort(a, kind="stable")
-        a_s, mu_s = a[order], mu[order]
-        if dispatchers == 1:
-            w, r = np.sqrt(c * mu)[order], np.sqrt(a_s)
-        else:
-            w, r = c[order], a_s
-        before_mu = np.concatenate(([0.0], np.cumsum(mu_s)[:-1]))
-        before_w = np.concatenate(([0.0], np.cumsum(w)[:-1]))
-        absorbed = before_mu - before_w / r
-        n_used = int(np.count_nonzero(absorbed < rho))
-        t = (np.sum(mu_s[:n_used]) - rho) / np.sum(w[:n_used])
-        slack = np.ones_like(mu)
-        slack[order[:n_used]] = r[:n_used] * t
-        nu = 1.0 / t**2 if dispatchers == 1 else 1.0 / t
-    else:
-        from scipy.optimize import brentq
-
-        def excess(nu):
-            s = slack_at_multiplier(nu / a, dispatchers)
-            return float(np.sum(mu * np.maximum(1.0 - s, 0.0))) - rho
-
-        lo = hi = float(a.min())
-        while excess(hi) <= 0.0:
-            hi *= 2.0
-        nu = brentq(excess, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
-        slack = np.minimum(slack_at_multiplier(nu / a, dispatchers), 1.0)
-    loads = 1.0 - slack
-    return loads, slack, nu
-
-
-def _as_arrays(service_rates, holding_costs, work_rate):
-    """Validated arrays ``mu, c, rho`` (the checks of :func:`check_routing_problem`)."""
-    mu, c, rho, _ = check_routing_problem(service_rates, holding_costs, work_rate)
-    return mu, c, rho
-
-
-def routing_cost(holding_costs, loads, slack=None) -> float:
-    """Holding cost rate sum_i c_i rho_i / (1 - rho_i) (weighted mean number in system).
-
-    ``slack`` (1 - rho_i), when known more accurately than ``1 - loads``, is used in the
-    denominator.
-    """
-    loads = np.asarray(loads, dtype=float)
-    slack = 1.0 - loads if slack is None else np.asarray(slack, dtype=float)
-    return float(np.sum(np.asarray(holding_costs, dtype=float) * loads / slack))
-
-
-def water_filling(service_rates, holding_costs, work_rate, *, dispatchers=CENTRALIZED) -> Result:
-    """Closed-form loads of the optimal, selfish or atomic routing to PS servers.
-
-    Parameters
-    ----------
-    service_rates : (n,) array_like, each > 0
-        Server capacities mu_i.
-    holding_costs : (n,) array_like, each > 0, or None
-        Holding costs c_i per job per unit time (None: all 1).
-    work_rate : float
-        Total work rate rho, 0 < rho < sum(mu).
-    dispatchers : 1, int >= 2 or math.inf
-        1: centralized optimum; ``math.inf``: Wardrop equilibrium of selfish jobs;
-        K >= 2: Nash equilibrium of K symmetric dispatchers each routing rho/K.
-
-    Returns
-    -------
-    Result
-        ``value``: the utilisations rho_i (list, server order); ``info``: ``cost``
-        (sum c_i rho_i/(1-rho_i)), ``multiplier`` (marginal cost per unit of work
-        nu), ``servers_used`` (0-based indices with rho_i > 0).
-
-    Raises
-    ------
-    ModelError, UnstableError
-        Non-positive rates or costs, length mismatch, rho >= sum(mu).
-
-    Notes
-    -----
-    O(n log n), no loop over servers: a sort by c_i/mu_i and prefix sums for K = 1 and
-    K = inf (Altman, Ayesta & Prabhu 2011); a scalar Brent root for finite K
-    (Ayesta, Brun & Prabhu 2011, symmetric game).
-
-    Examples
-    --------
-    Reference case of MODELS.md, optimum cost 4 sqrt(2)/3 and equilibrium cost 2:
-
-    >>> r = water_filling([1, 2], [1, 1], 1.5)
-    >>> bool(np.allclose(r.value, [1 - 1.5 / (1 + 2**0.5), 1 - 1.5 / (2 + 2**0.5)]))
-    True
-    >>> bool(np.isclose(r.info["cost"], 4 * 2**0.5 / 3))
-    True
-    >>> e = water_filling([1, 2], [1, 1], 1.5, dispatchers=math.inf)
-    >>> bool(np.allclose(e.value, [0.25, 0.625])), round(e.info["cost"], 12)
-    (True, 2.0)
-    """
-    t0 = time.perf_counter()
-    mu, c, rho = _as_arrays(service_rates, holding_costs, work_rate)
-    k = _check_dispatchers(dispatchers)
-    loads, slack, nu = _water_fill(mu, c, rho, k)
-    return Result(
-        value=loads.tolist(),
-        method="closed-form",
-        n_states=None,
-        seconds=time.perf_counter() - t0,
-        info={
-            "cost": routing_cost(c, loads, slack),
-            "multiplier": float(nu),
-            "servers_used": np.flatnonzero(loads > 0).tolist(),
-            "dispatchers": k if math.isfinite(k) else "inf",
-        },
-    )
-
-
-def _check_dispatchers(k):
-    if k == math.inf:
-        return math.inf
-    if isinstance(k, bool) or not float(k).is_integer() or k < 1:
-        raise ModelError(f"dispatchers must be an integer >= 1 or inf; got {k!r}")
-    return int(k)
-
-
-# -- the model ------------------------------------------------------------------------
-
-
 @register_model
 @dataclass(frozen=True)
 class PSRouting(Model):
-    """Static routing to parallel PS servers: optimum, Wardrop and atomic equilibria."""
+    """Static routing to parallel PS servers: optimum, Wardrop and atomic equilibria.
+
+    Examples
+    --------
+    The reference case of MODELS.md (mu = (1, 2), c = (1, 1), rho = 1.5): optimum
+    loads (0.378680, 0.560660) of cost 1.885618, equilibrium (0.25, 0.625) of cost
+    2, price of anarchy 3 / (2 sqrt 2) = 1.060660.
+
+    >>> import exactq
+    >>> kw = dict(service_rates="1,2", holding_costs="1,1", work_rate=1.5)
+    >>> [round(v, 6) for v in exactq.solve("ps-routing", "loads_centralized", **kw).value]
+    [0.37868, 0.56066]
+    >>> round(exactq.solve("ps-routing", "cost_centralized", **kw).value, 6)
+    1.885618
+    >>> exactq.solve("ps-routing", "loads_decentralized", **kw).value
+    [0.25, 0.625]
+    >>> round(exactq.solve("ps-routing", "cost_decentralized", **kw).value, 12)
+    2.0
+    >>> r = exactq.solve("ps-routing", "price_of_anarchy", method="convex", **kw)
+    >>> bool(abs(r.value - 3 / (2 * 2**0.5)) < 1e-10), round(r.value, 6)
+    (True, 1.06066)
+    """
 
     name = "ps-routing"
     summary = ("multi-class static routing to parallel processor-sharing servers: "
@@ -233,10 +97,10 @@ class PSRouting(Model):
         Param("service_rates", "floats", "server capacities mu_i (work per unit time)", **_POSITIVE),
         Param("holding_costs", "floats", "holding cost c_i per job per unit time at server i (default 1 each)",
               default=None, **_POSITIVE),
-        Param("work_rate", "float", "total work rate rho = sum lambda_k E[B_k] (or give arrival_rates)",
-              default=None, **_POSITIVE),
-        Param("arrival_rates", "floats", "Poisson rates lambda_k of the job classes (instead of work_rate)",
-              default=None, **_POSITIVE),
+        Param("work_rate", "float", "TOTAL work rate rho = sum lambda_k E[B_k] over all servers (or give "
+              "arrival_rates)", default=None, **_POSITIVE),
+        Param("arrival_rates", "floats", "Poisson rate lambda_k of each job CLASS, in total (not per server; "
+              "instead of work_rate)", default=None, **_POSITIVE),
         Param("mean_sizes", "floats", "mean job sizes E[B_k] of the classes (default 1 each)",
               default=None, **_POSITIVE),
         Param("dispatchers", "int", "number K of symmetric selfish dispatchers (for the *_atomic measures)",
@@ -268,11 +132,6 @@ class PSRouting(Model):
     dispatchers: int | None = None
 
     def check(self):
-        n = len(self.service_rates)
-        if self.holding_costs is not None and len(self.holding_costs) != n:
-            raise ModelError(
-                f"holding_costs must have one value per server ({n}); got {len(self.holding_costs)}"
-            )
         if (self.work_rate is None) == (self.arrival_rates is None):
             raise ModelError("give exactly one of work_rate or arrival_rates (with mean_sizes); "
                              f"got work_rate={self.work_rate}, arrival_rates={self.arrival_rates}")
@@ -282,11 +141,13 @@ class PSRouting(Model):
             if len(self.mean_sizes) != len(self.arrival_rates):
                 raise ModelError(f"mean_sizes must have one value per class ({len(self.arrival_rates)}); "
                                  f"got {len(self.mean_sizes)}")
-        total = float(sum(self.service_rates))
-        rho = self.total_work_rate
-        if rho >= total:
-            what = "work_rate" if self.work_rate is not None else "work rate sum(arrival_rates * mean_sizes)"
-            raise UnstableError(f"{what} must be < total service rate {total:g}; got {rho:g}")
+        try:  # the one validation of the problem: the representation's, in the model's words
+            self.routing_problem()
+        except UnstableError:
+            if self.work_rate is not None:
+                raise
+            raise UnstableError(f"work rate sum(arrival_rates * mean_sizes) must be < total service rate "
+                                f"{float(sum(self.service_rates)):g}; got {self.total_work_rate:g}") from None
 
     # -- representation ------------------------------------------------------------
     @property
@@ -300,25 +161,30 @@ class PSRouting(Model):
 
     @property
     def total_work_rate(self) -> float:
+        """rho = sum_k lambda_k E[B_k], the total work rate."""
         return float(np.sum(self.class_work_rates))
 
-    def routing_problem(self) -> dict:
-        """The convex-program data (plain arrays).
+    def routing_problem(self, dispatchers=CENTRALIZED) -> RoutingProblem:
+        """The routing problem of ``dispatchers`` decision makers (1, an int K or math.inf).
 
-        Keys: ``service_rates`` (n,), ``holding_costs`` (n,), ``work_rate`` (float),
-        ``class_work_rates`` (m,), summing to ``work_rate``.
+        Examples
+        --------
+        >>> m = PSRouting.create(service_rates="1,2", arrival_rates="1,0.5", mean_sizes="0.5,2")
+        >>> p = m.routing_problem(math.inf)
+        >>> p.regime, p.work_rate, p.class_work_rates.tolist()
+        ('decentralized', 1.5, [0.5, 1.0])
         """
-        mu = np.asarray(self.service_rates, dtype=float)
-        c = np.ones_like(mu) if self.holding_costs is None else np.asarray(self.holding_costs, dtype=float)
-        return {
-            "service_rates": mu,
-            "holding_costs": c,
-            "work_rate": self.total_work_rate,
-            "class_work_rates": self.class_work_rates,
-        }
+        return RoutingProblem(self.service_rates, self.holding_costs, self.total_work_rate,
+                              self.class_work_rates, dispatchers)
 
     def routing_regimes(self, measure: str) -> tuple:
-        """The numbers of decision makers whose loads ``measure`` needs (1, inf or K)."""
+        """The numbers of decision makers whose loads ``measure`` needs (1, inf or K).
+
+        Examples
+        --------
+        >>> PSRouting.create(service_rates="1,2", work_rate=1.5).routing_regimes("price_of_anarchy")
+        (1, inf)
+        """
         if measure.startswith("price_of_anarchy"):
             other = "atomic" if measure.endswith("_atomic") else "decentralized"
             return (CENTRALIZED, self._dispatchers_of(other))
@@ -336,44 +202,47 @@ class PSRouting(Model):
             k = int(self.dispatchers)
         return k
 
-    def routing_measure(self, measure: str, loads: dict, slack: dict | None = None):
-        """Evaluate ``measure`` from the loads of each regime it needs.
+    def routing_measure(self, measure: str, solutions: dict):
+        """Evaluate ``measure`` from the solution of each regime it needs.
 
-        ``loads`` maps a number of decision makers (as from :meth:`routing_regimes`) to
-        the (n,) utilisations; ``slack`` optionally maps it to 1 - rho_i computed
-        without cancellation.
+        ``solutions`` maps a number of decision makers (as from
+        :meth:`routing_regimes`) to its :class:`~exactq.representations.routing.RoutingSolution`.
         """
-        p = self.routing_problem()
-        c = p["holding_costs"]
-        slack = slack or {}
-
-        def cost(k):
-            return routing_cost(c, loads[k], slack.get(k))
-
         regimes = self.routing_regimes(measure)
         if measure.startswith("price_of_anarchy"):
-            return cost(regimes[1]) / cost(regimes[0])
+            return solutions[regimes[1]].cost / solutions[regimes[0]].cost
         (k,) = regimes
-        rho_i = np.asarray(loads[k], dtype=float)
+        sol = solutions[k]
         quantity = measure.rsplit("_", 1)[0]
         if quantity == "cost":
-            return cost(k)
+            return sol.cost
         if quantity == "loads":
-            return rho_i.tolist()
+            return sol.loads.tolist()
         if quantity == "servers_used":
-            return np.flatnonzero(rho_i > 0).tolist()
+            return sol.servers_used
         if quantity == "routing":
             # Every class split in proportion to the work each server receives: the
             # loads (hence the cost) are those of the regime whatever the size laws.
-            share = p["service_rates"] * rho_i / p["work_rate"]
-            return np.tile(share, (len(p["class_work_rates"]), 1)).tolist()
+            p = sol.problem
+            share = p.service_rates * sol.loads / p.work_rate
+            return np.tile(share, (len(p.class_work_rates), 1)).tolist()
         raise ModelError(f"unknown measure {measure!r} for model {self.name}")  # pragma: no cover
 
-    # -- closed forms (the `closed-form` method) ---------------------------------------
-    def closed_form(self, measure: str):
-        """Evaluate ``measure`` with the water-filling closed forms (:func:`water_filling`)."""
-        p = self.routing_problem()
-        loads, slack = {}, {}
-        for k in self.routing_regimes(measure):
-            loads[k], slack[k], _ = _water_fill(p["service_rates"], p["holding_costs"], p["work_rate"], k)
-        return self.routing_measure(measure, loads, slack)
+    def routing(self, measure: str, context) -> Result:
+        """``measure`` from the regimes it needs, each solved by the method's solver.
+
+        The ``closed-form`` (water-filling) and ``convex`` methods (``model``
+        driver) call this with their solver; ``info`` holds each regime's report
+        under ``centralized``, ``decentralized`` or ``atomic``, and ``residual`` the
+        largest KKT residual where the solver has one.
+        """
+        solutions = {k: context.solve(self.routing_problem(k), **context.options)
+                     for k in self.routing_regimes(measure)}
+        value = self.routing_measure(measure, solutions)
+        info = {}
+        if all(s.closed_form for s in solutions.values()):
+            info = {"arithmetic": "float64", "accuracy": "exact formula; rounding error only (it grows near saturation)"}
+        info.update({s.problem.regime: s.info for s in solutions.values()})
+        residuals = [s.residual for s in solutions.values()]
+        return Result(value=value, method=context.method,
+                      residual=None if None in residuals else max(residuals), info=info)

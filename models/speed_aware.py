@@ -33,13 +33,26 @@ classes; :class:`~exactq.statespace.SortedSpace`), so no 64-bit key can overflow
 prod_j C(K + counts_j, counts_j) states.
 
 ``fluid`` (``counts=inf`` with ``fractions``, or finite ``counts`` read as fractions
-counts/N): the N -> infinity limit, see :mod:`exactq.solvers.fluid`. Speed-aware
-policies fill the fastest classes first with no waiting (the linear program
-min sum x_j s.t. sum mu_j x_j = lambda, 0 <= x_j <= gamma_j); ``jsq`` and ``jiq`` send
-arrivals to a uniformly chosen idle server in the limit, which gives Stolyar's fixed
-point x_j = lambda gamma_j / (lambda + mu_j I) with the idle fraction I the root of
-sum_j gamma_j mu_j / (lambda + mu_j I) = 1 (also without waiting, but with more busy
-servers: a larger E[T]); ``random`` is M/M/1 at every server for every N.
+counts/N): the N -> infinity limit (the fixed point of the fluid dynamics; a *limit*
+value, which the finite-N values of ``ctmc`` approach as N grows). Each policy maps
+to a dispatch rule (:data:`DISPATCH_OF_POLICY`) and the rule to plain mathematics
+(:mod:`exactq.representations.routing`) that the generic solvers of
+:mod:`exactq.solvers.fluid` consume:
+
+* ``priority`` (sa-jsq, sa-jiq): the fastest classes fill first with no waiting; the
+  busy fractions x_j (busy class-j servers per server of the system) solve the linear
+  program min sum x_j s.t. sum mu_j x_j = lambda, 0 <= x_j <= gamma_j (Bhambay &
+  Mukhopadhyay 2022, the delay-optimal configuration; :meth:`SpeedAware.fluid_program`),
+  solved by the greedy fill and independently by HiGHS;
+* ``idle-uniform`` (jsq, jiq): arrivals join a uniformly chosen idle server in the
+  limit, Stolyar's fixed point x_j = lambda gamma_j / (lambda + mu_j I) with the idle
+  fraction I the root of sum_j gamma_j mu_j / (lambda + mu_j I) = 1
+  (:meth:`SpeedAware.idle_equation`, Brent's method; independently the J balance
+  equations by ``scipy.optimize.root``), also without waiting but with more busy
+  servers (a larger E[T]);
+* ``uniform`` (random): M/M/1 at every server for every N, in closed form.
+
+With no waiting E[T] = sum_j x_j / lambda (Little's law on the busy servers).
 
 Stability
 ---------
@@ -62,14 +75,17 @@ systems", Queueing Systems 80 (2015) 341-361.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
-from exactq.errors import ModelError, TruncationError, UnstableError
+from exactq.errors import AccuracyWarning, ConvergenceError, ModelError, NotApplicableError, UnstableError
 from exactq.params import Param, parse_params
+from exactq.representations.routing import LinearProgram, RootProblem
+from exactq.result import Result
 from exactq.statespace import SortedSpace
 from exactq.truncation import Truncation
 
@@ -82,9 +98,10 @@ __all__ = [
 ]
 
 POLICIES = ("sa-jsq", "jsq", "sa-jiq", "jiq", "random")
-#: the fluid-limit dispatch rule of each policy (see :mod:`exactq.solvers.fluid`)
+#: the fluid-limit dispatch rule of each policy (module docstring)
 DISPATCH_OF_POLICY = {"sa-jsq": "priority", "sa-jiq": "priority", "jsq": "idle-uniform",
                       "jiq": "idle-uniform", "random": "uniform"}
+_EPS = np.finfo(float).eps
 #: refuse to build lumped chains larger than this (the ``ctmc`` method stops at 6e6 too)
 MAX_BUILD_STATES = 6_000_000
 
@@ -417,34 +434,180 @@ class SpeedAware(Model):
             return float(pi @ (routed * (s > 0)).sum(axis=1)) / float(pi @ routed.sum(axis=1))
         raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover (validated by the API)
 
-    # -- fluid protocol ------------------------------------------------------------------------
-    def fluid_problem(self) -> dict:
-        """The limit N -> infinity with the same fractions (counts / N for finite counts)."""
-        return {"rates": np.asarray(self.speeds, dtype=float), "fractions": self.gamma,
-                "arrival_rate": self.arrival_rate, "dispatch": DISPATCH_OF_POLICY[self.policy]}
+    # -- the fluid limit (the ``fluid`` method, ``model`` driver) ---------------------------------
+    @property
+    def dispatch_rule(self) -> str:
+        """The fluid-limit dispatch rule of the policy (:data:`DISPATCH_OF_POLICY`)."""
+        return DISPATCH_OF_POLICY[self.policy]
 
-    def fluid_measure(self, measure, point):
-        if measure == "mean_response_time":
-            return point.mean_response_time
-        if measure == "mean_waiting_time":
-            return point.mean_waiting_time
-        if measure == "mean_number_per_server":
-            return point.mean_number_per_server
+    def fluid_program(self) -> LinearProgram:
+        """The speed-priority fixed point: min sum x_j s.t. sum mu_j x_j = lambda, 0 <= x_j <= gamma_j.
+
+        Bhambay & Mukhopadhyay (2022), the delay-optimal configuration; x_j is the
+        fraction of all servers that are busy class-j servers.
+
+        Examples
+        --------
+        >>> m = SpeedAware(speeds=(2.0, 1.0), fractions=(0.5, 0.5), arrival_rate=1.2)
+        >>> m.fluid_program().A_eq.tolist(), m.fluid_program().upper.tolist()
+        ([[2.0, 1.0]], [0.5, 0.5])
+        """
+        mu = np.asarray(self.speeds, dtype=float)
+        return LinearProgram(np.ones_like(mu), mu[None, :], [self.arrival_rate], self.gamma)
+
+    def idle_equation(self) -> RootProblem:
+        """Stolyar's (2015) fixed point: the idle fraction I is the root of g on [0, 1].
+
+        With I = sum_j (gamma_j - x_j), balance mu_j x_j = lambda (gamma_j - x_j) / I
+        gives x_j = lambda gamma_j / (lambda + mu_j I) and
+        g(I) = 1 - sum_j gamma_j mu_j / (lambda + mu_j I), increasing in I, negative
+        at 0 iff lambda < sum_j gamma_j mu_j and positive at 1.
+
+        Examples
+        --------
+        One class has I = 1 - lambda / mu:
+
+        >>> m = SpeedAware(speeds=(2.0,), fractions=(1.0,), arrival_rate=1.5, policy="jiq")
+        >>> m.idle_equation().function(0.25)
+        0.0
+        """
+        mu, gamma, lam = np.asarray(self.speeds, dtype=float), self.gamma, self.arrival_rate
+
+        def g(idle):
+            return 1.0 - float(np.sum(gamma * mu / (lam + mu * idle)))
+
+        return RootProblem(g, bracket=(0.0, 1.0), xtol=1e-15, rtol=4 * _EPS)
+
+    def balance_equations(self) -> RootProblem:
+        """The same fixed point as J equations in x: mu_j x_j I(x) = lambda (gamma_j - x_j).
+
+        The independent check of :meth:`idle_equation` (``verify``), from x = gamma/2.
+
+        Examples
+        --------
+        >>> m = SpeedAware(speeds=(2.0,), fractions=(1.0,), arrival_rate=1.5, policy="jiq")
+        >>> m.balance_equations().function(np.array([0.75])).tolist()
+        [0.0]
+        """
+        mu, gamma, lam = np.asarray(self.speeds, dtype=float), self.gamma, self.arrival_rate
+
+        def F(x):
+            return mu * x * np.sum(gamma - x) - lam * (gamma - x)
+
+        return RootProblem(F, start=0.5 * gamma, xtol=1e-15)
+
+    def fluid(self, measure: str, context) -> Result:
+        """``measure`` at the fluid-limit fixed point (N -> infinity with the fractions gamma).
+
+        ``priority`` (sa-jsq, sa-jiq): the linear program :meth:`fluid_program`;
+        ``idle-uniform`` (jsq, jiq): the root of :meth:`idle_equation`; both have no
+        waiting, so E[T] = sum_j x_j / lambda (Little's law on the busy servers).
+        ``uniform`` (random): M/M/1 at every server, in closed form. The error
+        estimate is the numerical error of the fixed point (rounding, root
+        tolerance) carried to the measure as a relative error. With ``verify`` the
+        fixed point is re-solved independently (HiGHS; ``scipy.optimize.root`` on
+        :meth:`balance_equations`; Little's law) and compared in ``info["verify"]``.
+
+        Examples
+        --------
+        MODELS.md: gamma = (.5, .5), mu = (2, 1), lambda = 1.2 under SA-JSQ gives
+        x = (0.5, 0.2) and E[T] = 0.58333333.
+
+        >>> import exactq
+        >>> r = exactq.solve("speed-aware", speeds="2,1", fractions="0.5,0.5", arrival_rate=1.2)
+        >>> r.method, round(r.value, 8), np.round(r.info["busy"], 12).tolist()
+        ('fluid/priority', 0.58333333, [0.5, 0.2])
+        """
+        mu, gamma, lam = np.asarray(self.speeds, dtype=float), self.gamma, self.arrival_rate
+        rule = self.dispatch_rule
+        info: dict = {}
+        residual = None
+        if rule == "uniform":  # every server M/M/1 with arrival rate lambda (stable: check())
+            rho = lam / mu
+            busy = gamma * rho
+            queue = rho / (1.0 - rho)
+            dispatch = gamma.copy()
+            p_wait = float(gamma @ rho)
+            ET = float(gamma @ (1.0 / (mu - lam)))
+            EW = float(gamma @ (rho / (mu - lam)))
+            err = 8 * _EPS * mu.size * ET / float(np.min(1.0 - rho))
+            idle = float(np.sum(gamma - busy))
+            info["closed_form"] = "M/M/1 per server"
+        else:
+            if rule == "priority":
+                program = self.fluid_program()
+                sol = context.solve(program)
+                busy, err_busy = sol.x, sol.error
+                idle = float(np.sum(gamma - busy))
+                if sol.closed_form:
+                    info["closed_form"] = "fill fastest first"
+            else:
+                root = context.solve(self.idle_equation())
+                idle = root.x
+                busy = lam * gamma / (lam + mu * idle)
+                # dx_j/dI = -lambda gamma_j mu_j / (lambda + mu_j I)^2, summed over j
+                sens = float(np.sum(lam * gamma * mu / (lam + mu * idle) ** 2))
+                err_busy = sens * root.error + 8 * _EPS * mu.size
+                residual = root.residual
+                info.update({"idle_residual": root.residual, "iterations": root.iterations})
+            queue = busy / gamma
+            dispatch = mu * busy / lam
+            p_wait, EW = 0.0, 0.0
+            ET = float(busy.sum() / lam)
+            err = err_busy / lam + 4 * _EPS * ET
+        per_server = float(gamma @ queue)
+        values = {
+            "mean_response_time": ET,
+            "mean_waiting_time": EW,
+            "mean_number_per_server": per_server,
+            "mean_queue_lengths": queue.tolist(),
+            "busy_fractions": (busy / gamma).tolist(),
+            "busy_shares": busy.tolist(),
+            "dispatch_fractions": dispatch.tolist(),
+            "p_wait": p_wait,
+        }
         if measure == "mean_number":
             if self.is_limit:
-                raise ModelError("mean_number (total) is infinite as N -> infinity; use mean_number_per_server")
-            return self.n_servers * point.mean_number_per_server  # the fluid approximation of E[L]
-        if measure == "mean_queue_lengths":
-            return point.mean_queue.tolist()
-        if measure == "busy_fractions":
-            return point.busy_fractions.tolist()
-        if measure == "busy_shares":
-            return point.busy.tolist()
-        if measure == "dispatch_fractions":
-            return point.dispatch_fractions.tolist()
-        if measure == "p_wait":
-            return point.p_wait
-        raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover
+                raise NotApplicableError("mean_number (total) is infinite as N -> infinity; use "
+                                         "mean_number_per_server")
+            value = self.n_servers * per_server  # the fluid approximation of E[L]
+        elif measure in values:
+            value = values[measure]
+        else:  # pragma: no cover (validated by the API)
+            raise ModelError(f"unknown measure {measure!r}")
+        # the fixed point's relative error carries over to every measure computed from it
+        rel = float(err) / max(ET, 1e-300)
+        out = {"limit": "N -> infinity (fluid / mean-field fixed point)", "dispatch": rule, "busy": busy.tolist(),
+               "idle_fraction": idle, "arithmetic": "float64", **info}
+        if context.options.get("verify"):
+            out["verify"] = self._fluid_check(rule, context, busy, queue, ET)
+        return Result(value=value, method=f"fluid/{rule}",
+                      error_estimate=rel * float(np.max(np.abs(np.atleast_1d(np.asarray(value, dtype=float))))),
+                      residual=residual, info=out)
+
+    def _fluid_check(self, rule, context, busy, queue, ET) -> dict:
+        """Re-solve the fixed point by an independent method and compare (``verify``)."""
+        mu, gamma, lam = np.asarray(self.speeds, dtype=float), self.gamma, self.arrival_rate
+        if rule == "priority":
+            other = context.solve(self.fluid_program(), using="linprog")
+            # the optimum is unique up to equally fast classes: compare the objective
+            chk = {"independent": "scipy.optimize.linprog (HiGHS)", "abs_diff": abs(other.x.sum() - busy.sum()) / lam,
+                   "status": other.status, "message": other.message, "residual": other.residual}
+        elif rule == "idle-uniform":
+            other = context.solve(self.balance_equations())
+            chk = {"independent": "scipy.optimize.root on the balance equations in x",
+                   "abs_diff": float(np.max(np.abs(other.x - busy))) * mu.size / lam,
+                   "success": other.converged, "residual": other.residual}
+        else:  # uniform: E[T] from the per-class mean queues by Little's law
+            chk = {"independent": "Little's law on the M/M/1 mean queue lengths",
+                   "abs_diff": abs(float(gamma @ queue) / lam - ET)}
+        chk["agree"] = bool(chk["abs_diff"] <= max(context.tol * ET, 1e-13))
+        if not chk["agree"]:
+            msg = f"verify: fluid fixed point and {chk['independent']} differ by {chk['abs_diff']:.3e}"
+            if context.strict:
+                raise ConvergenceError(msg)
+            warnings.warn(msg, AccuracyWarning, stacklevel=4)
+        return chk
 
 
 class SpeedAwareLimit(SpeedAware):

@@ -1,30 +1,43 @@
-"""Routing to parallel processor-sharing servers as convex programs (the ``convex`` method).
+"""Solvers of a :class:`~exactq.representations.routing.RoutingProblem`: closed form, convex program, best responses.
 
-With utilisations rho_i of servers of capacity mu_i and holding cost c_i, and
-K decision makers (K = 1: central dispatcher; K = inf: selfish jobs, Wardrop; finite
-K: symmetric atomic dispatchers), the loads minimise
+A routing problem (parallel processor-sharing servers of capacities mu_i and holding
+costs c_i, work rate rho, K decision makers) has loads that minimise
 
     F_K(rho) = sum_i c_i [ (1/K) / (1 - rho_i) + (1 - 1/K) (-log(1 - rho_i)) ]
-    subject to  sum_i mu_i rho_i = rho,  rho_i >= 0.
+    subject to  sum_i mu_i rho_i = rho,  rho_i >= 0
 
-F_1 is the holding cost sum c_i rho_i/(1-rho_i) up to a constant (Altman, Ayesta &
-Prabhu 2011, sec. 3), F_inf the potential of the selfish-routing game (sec. 4), and
-F_K the potential of the symmetric K-dispatcher game (its stationarity conditions are
-those of the Nash equilibrium of Ayesta, Brun & Prabhu 2011, Lemma 2). With several
-job classes the program is posed over the per-class routing probabilities, which shows
-numerically that the optimum depends on the loads only.
+(the representation's docstring). Three solvers, each returning a
+:class:`~exactq.representations.routing.RoutingSolution`:
 
-The programs are built with cvxpy (checked DCP; ``inv_pos`` is a second-order cone,
-``log`` an exponential cone) and solved by Clarabel by default. An interior-point
-solution is accurate only to about the square root of the solver's tolerance in the
-loads, so the answer is then *polished*: with the used set read from the solver's
-loads, the stationarity conditions are solved exactly for the multiplier, and the set
-is corrected until complementarity holds (as in OSQP's polishing; here the used set
-is always the k cheapest servers by c_i/mu_i, so the correction is a search over k
-started at the solver's k). The result reports both the solver's and the polished
-KKT residuals and how far polishing moved the loads.
+``water-filling`` (:func:`water_filling`)
+    The closed form. Stationarity reads u^2/K + (1 - 1/K) u = nu / a_i on a used
+    server, with u = 1/(1 - rho_i), a_i = c_i / mu_i and nu the multiplier of the
+    work constraint; a server is used iff a_i < nu. For K = 1 and K = inf the used
+    set and nu follow from a sort by a_i and prefix sums (Altman, Ayesta & Prabhu
+    2011, Props. 1 and 3); for finite K, nu is the root of a monotone scalar
+    equation (Brent's method).
+``convex`` (:func:`convex_loads`)
+    The same program in cvxpy (checked DCP; ``inv_pos`` is a second-order cone,
+    ``log`` an exponential cone), solved by Clarabel by default. With several job
+    classes it is posed over the per-class routing probabilities, which shows
+    numerically that the optimum depends on the loads only. An interior-point
+    solution is accurate only to about the square root of the solver's tolerance in
+    the loads, so the answer is then *polished*: with the used set read from the
+    solver's loads, the stationarity conditions are solved exactly for the
+    multiplier, and the set is corrected until complementarity holds (as in OSQP's
+    polishing; here the used set is always the k cheapest servers by c_i/mu_i, so the
+    correction is a search over k started at the solver's k). The solution reports
+    both the solver's and the polished KKT residuals and how far polishing moved the
+    loads.
+``best-response`` (:func:`best_response`)
+    K atomic dispatchers with their own work rates: Gauss-Seidel best responses
+    (Orda, Rom & Shimkin 1993), each the centralized optimum on the residual
+    capacities.
 
-cvxpy is imported inside the functions, so that importing exactq stays fast.
+The ``closed-form`` and ``convex`` methods of a model offering ``routing(measure,
+context)`` run the first two through the ``model`` driver (the model combines the
+regimes a measure needs, e.g. the optimum and the equilibrium for a price of
+anarchy). cvxpy is imported inside the functions, so that importing exactq stays fast.
 
 References
 ----------
@@ -39,28 +52,20 @@ IEEE/ACM Trans. Networking 1 (1993) 510-521 (uniqueness; best-response dynamics)
 from __future__ import annotations
 
 import math
-import time
 import warnings
 
 import numpy as np
 
-from exactq.catalogue import register_method
-from exactq.errors import (
-    AccuracyWarning,
-    ConvergenceError,
-    ModelError,
-    NotApplicableError,
-    UnstableError,
-)
-from exactq.result import Result
+from exactq.catalogue import register_method, register_solver
+from exactq.errors import AccuracyWarning, ConvergenceError, NotApplicableError, UnstableError
+from exactq.representations.routing import RoutingProblem, RoutingSolution
 
 __all__ = [
-    "check_routing_problem",
+    "water_filling",
     "convex_loads",
-    "polish_loads",
+    "best_response",
     "kkt_residuals",
-    "atomic_equilibrium",
-    "solve_convex",
+    "spare_at_multiplier",
     "solve_program",
     "SOLVER_TOLERANCES",
 ]
@@ -73,75 +78,67 @@ SOLVER_TOLERANCES = {
 }
 
 
-def _regime_label(dispatchers) -> str:
-    if dispatchers == 1:
-        return "centralized"
-    return "decentralized" if math.isinf(dispatchers) else "atomic"
+def _symmetric(problem: RoutingProblem) -> str | None:
+    if problem.symmetric:
+        return None
+    return "the dispatchers route unequal work rates (not a potential game); use best-response"
 
 
-def check_routing_problem(service_rates, holding_costs, work_rate, class_work_rates=None):
-    mu = np.asarray(service_rates, dtype=float).ravel()
-    c = np.ones_like(mu) if holding_costs is None else np.asarray(holding_costs, dtype=float).ravel()
-    if mu.size == 0 or not np.all(np.isfinite(mu)) or np.any(mu <= 0):
-        raise ModelError(f"service_rates must be a list of 1+ values, each > 0; got {mu.tolist()}")
-    if c.shape != mu.shape:
-        raise ModelError(f"holding_costs must have one value per server ({mu.size}); got {c.size}")
-    if not np.all(np.isfinite(c)) or np.any(c <= 0):
-        raise ModelError(f"holding_costs must each be > 0; got {c.tolist()}")
-    rho = float(work_rate)
-    if not (math.isfinite(rho) and rho > 0):
-        raise ModelError(f"work_rate must be > 0; got {work_rate!r}")
-    if rho >= mu.sum():
-        raise UnstableError(f"work_rate must be < total service rate {mu.sum():g}; got {rho:g}")
-    w = np.array([rho]) if class_work_rates is None else np.asarray(class_work_rates, float).ravel()
-    if w.size == 0 or np.any(w <= 0) or not math.isclose(w.sum(), rho, rel_tol=1e-12):
-        raise ModelError(f"class_work_rates must be > 0 and sum to work_rate {rho:g}; got {w.tolist()}")
-    return mu, c, rho, w
+def _finite(problem: RoutingProblem) -> str | None:
+    if math.isinf(problem.dispatchers):
+        return "best responses need a finite number of dispatchers; got K = inf"
+    return None
 
 
-def _check_dispatchers(k):
-    if k == math.inf:
-        return math.inf
-    if isinstance(k, bool) or not float(k).is_integer() or k < 1:
-        raise ModelError(f"dispatchers must be an integer >= 1 or inf; got {k!r}")
-    return int(k)
+def _inv_k(dispatchers) -> float:
+    return 0.0 if math.isinf(dispatchers) else 1.0 / dispatchers
 
 
-# -- stationarity, polishing and residuals -------------------------------------------
+# -- stationarity ---------------------------------------------------------------------------
+
+
+def spare_at_multiplier(z, dispatchers):
+    """Spare fraction 1 - rho_i of a used server as a function of z = nu / a_i.
+
+    Stationarity of F_K reads u^2/K + (1 - 1/K) u = z with u = 1/(1 - rho_i), so
+    1 - rho = ((1 - 1/K) + sqrt((1 - 1/K)^2 + 4z/K)) / (2z), written without
+    cancellation: z^(-1/2) for K = 1 and 1/z for K = inf. A server is used iff z > 1.
+
+    Examples
+    --------
+    >>> float(spare_at_multiplier(4.0, 1)), float(spare_at_multiplier(4.0, math.inf))
+    (0.5, 0.25)
+    """
+    z = np.asarray(z, dtype=float)
+    inv_k = _inv_k(dispatchers)
+    return ((1.0 - inv_k) + np.sqrt((1.0 - inv_k) ** 2 + 4.0 * inv_k * z)) / (2.0 * z)
 
 
 def _marginal(u, dispatchers):
     """d F_K / d rho_i divided by c_i, as a function of u = 1/(1 - rho_i)."""
-    inv_k = 0.0 if math.isinf(dispatchers) else 1.0 / dispatchers
+    inv_k = _inv_k(dispatchers)
     return inv_k * u * u + (1.0 - inv_k) * u
 
 
-def _spare_at(nu, a, dispatchers):
-    """1 - rho_i solving c_i * marginal(u_i) = nu * mu_i, i.e. marginal(u) = nu / a_i.
-
-    The quadratic u^2/K + (1 - 1/K) u = z has the root
-    u = 2z / ((1 - 1/K) + sqrt((1 - 1/K)^2 + 4z/K)), written without cancellation.
-    """
-    inv_k = 0.0 if math.isinf(dispatchers) else 1.0 / dispatchers
-    z = nu / a
-    return ((1.0 - inv_k) + np.sqrt((1.0 - inv_k) ** 2 + 4.0 * inv_k * z)) / (2.0 * z)
-
-
-def _multiplier_on(mu, a, rho, dispatchers):
-    """The nu with sum_i mu_i (1 - spare_i(nu)) = rho over the given (used) servers."""
+def _multiplier(excess, lo, hi):
+    """The root nu of the increasing ``excess`` with excess(lo) <= 0 (Brent's method, hi doubled)."""
     from scipy.optimize import brentq
 
-    def excess(nu):
-        return float(np.sum(mu * (1.0 - _spare_at(nu, a, dispatchers)))) - rho
-
-    lo = float(a.min())  # every spare >= 1 here, so excess(lo) <= -rho < 0
-    hi = 2.0 * float(a.max())
     while excess(hi) <= 0.0:
         hi *= 2.0
     return brentq(excess, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
 
 
-def polish_loads(service_rates, holding_costs, work_rate, used, *, dispatchers=1):
+def _multiplier_on(mu, a, rho, dispatchers):
+    """The nu with sum_i mu_i (1 - spare_i(nu)) = rho over the given (used) servers."""
+    def excess(nu):
+        return float(np.sum(mu * (1.0 - spare_at_multiplier(nu / a, dispatchers)))) - rho
+
+    # every spare >= 1 at nu = min a, so excess(lo) <= -rho < 0
+    return _multiplier(excess, float(a.min()), 2.0 * float(a.max()))
+
+
+def _polish(mu, c, rho, used, dispatchers):
     """Exact stationary loads of F_K, starting from a guessed used set.
 
     At the solution a server is used iff its threshold a_i = c_i/mu_i is below the
@@ -152,14 +149,9 @@ def polish_loads(service_rates, holding_costs, work_rate, used, *, dispatchers=1
     k <= k*, so k* is found by galloping from the size of ``used`` (the solver's set)
     and bisecting: one or two scalar solves when the guess is right, O(log n) at worst.
 
-    Returns
-    -------
-    loads : (n,) array; spare : (n,) array, 1 - loads without cancellation;
-    multiplier : float; solves : int, the number of scalar root findings
+    Returns loads (n,), spare (n,) (1 - loads without cancellation), the multiplier
+    and the number of scalar root findings.
     """
-    mu = np.asarray(service_rates, dtype=float)
-    c = np.asarray(holding_costs, dtype=float)
-    rho = float(work_rate)
     n = mu.size
     a = c / mu
     order = np.argsort(a, kind="stable")
@@ -191,12 +183,11 @@ def polish_loads(service_rates, holding_costs, work_rate, used, *, dispatchers=1
     if nu is None:  # pragma: no cover (sum(mu) > rho makes nu_k exist at k*)
         raise ConvergenceError(f"no multiplier found: the {lo} cheapest servers cannot carry rho={rho:g}")
     spare = np.ones(n)
-    spare[order[:lo]] = _spare_at(nu, a_s[:lo], dispatchers)
+    spare[order[:lo]] = spare_at_multiplier(nu / a_s[:lo], dispatchers)
     return 1.0 - spare, spare, float(nu), len(nu_of)
 
 
-def kkt_residuals(service_rates, holding_costs, work_rate, loads, multiplier, *, dispatchers=1,
-                  spare=None):
+def kkt_residuals(problem: RoutingProblem, loads, multiplier, *, spare=None) -> dict:
     """KKT residuals of loads for F_K, relative to the multiplier nu.
 
     With the reduced cost g_i = c_i marginal(1/(1-rho_i)) / (mu_i nu) - 1 (zero on used
@@ -207,36 +198,141 @@ def kkt_residuals(service_rates, holding_costs, work_rate, loads, multiplier, *,
     * ``cost_spread`` = max - min of g over used servers (rho_i > 0): for the Wardrop
       equilibrium (K = inf) the relative spread of the cost per unit of work
       c_i/(mu_i(1-rho_i)) among used servers, i.e. the equilibrium gap;
-    * ``unused_slack`` = min of g over unused servers (>= 0 when no unused server
-      would be cheaper; ``inf`` when all are used);
+    * ``unused_slack`` = min of g over unused servers, the reduced cost (dual
+      slack) of rho_i >= 0 (>= 0 when no unused server would be cheaper; ``inf``
+      when all are used);
     * ``equilibrium_gap`` = max(cost_spread, -unused_slack, 0).
 
     ``spare`` (1 - rho_i), when known more accurately than ``1 - loads`` (heavy
     traffic), is used for u.
+
+    Examples
+    --------
+    The Wardrop loads of MODELS.md with nu = 1/t, t = spare / sum c = 3/4:
+
+    >>> p = RoutingProblem([1, 2], [1, 1], 1.5, dispatchers=math.inf)
+    >>> kkt_residuals(p, [0.25, 0.625], 4 / 3)["kkt_residual"] < 1e-15
+    True
     """
-    mu = np.asarray(service_rates, dtype=float)
-    c = np.asarray(holding_costs, dtype=float)
+    mu, c, rho = problem.service_rates, problem.holding_costs, problem.work_rate
     rho_i = np.asarray(loads, dtype=float)
     nu = float(multiplier)
     spare = 1.0 - rho_i if spare is None else np.asarray(spare, dtype=float)
-    g = c * _marginal(1.0 / spare, dispatchers) / (mu * nu) - 1.0
+    g = c * _marginal(1.0 / spare, problem.dispatchers) / (mu * nu) - 1.0
     used = rho_i > 0
-    primal = abs(float(mu @ rho_i) - work_rate) / work_rate
+    primal = abs(float(mu @ rho_i) - rho) / rho
     natural = float(np.max(np.abs(np.minimum(rho_i, g))))
     spread = float(np.ptp(g[used])) if used.any() else 0.0
-    slack = float(g[~used].min()) if (~used).any() else math.inf
+    unused = float(g[~used].min()) if (~used).any() else math.inf
     return {
         "kkt_residual": max(primal, natural),
         "cost_spread": spread,
-        "unused_slack": slack,
-        "equilibrium_gap": max(spread, -slack, 0.0),
+        "unused_slack": unused,
+        "equilibrium_gap": max(spread, -unused, 0.0),
     }
 
 
-# -- the convex programs ---------------------------------------------------------------
+def _dispatchers_label(k):
+    return k if math.isfinite(k) else "inf"
 
 
-def solve_program(problem, *, solver="CLARABEL", solver_tol=1e-9, what="program"):
+# -- the closed form ---------------------------------------------------------------------------
+
+
+@register_solver(RoutingProblem, name="water-filling", applies=_symmetric,
+                 doc="closed form: water-filling with activation thresholds (sort and prefix sums; a "
+                     "Brent root for finite K)")
+def water_filling(problem: RoutingProblem) -> RoutingSolution:
+    """Closed-form loads of the optimal, selfish or atomic routing to PS servers.
+
+    Parameters
+    ----------
+    problem : RoutingProblem
+        With symmetric dispatchers (1: centralized optimum; ``math.inf``: Wardrop
+        equilibrium of selfish jobs; K >= 2: Nash equilibrium of K dispatchers each
+        routing rho/K).
+
+    Returns
+    -------
+    RoutingSolution
+        ``loads``, ``spare`` (1 - rho_i from the closed form, no cancellation),
+        ``multiplier`` nu; ``info``: ``cost``, ``multiplier``, ``servers_used``,
+        ``dispatchers``.
+
+    Notes
+    -----
+    O(n log n), no loop over servers. For K = 1 and K = inf (Altman, Ayesta & Prabhu
+    2011, Props. 1 and 3): sort by a_i = c_i/mu_i; with the multiplier at server k's
+    threshold a_k the servers before it absorb work
+    L_k = sum_{j<k} mu_j - sum_{j<k} w_j / r(a_k) (w = sqrt(c mu), r = sqrt for the
+    optimum; w = c, r = identity for the equilibrium). L_k increases with k, so the
+    used set is {k : L_k < rho}, found with prefix sums, and on it
+    1 - rho_i = r(a_i) (sum_used mu - rho) / sum_used w. For finite K the multiplier
+    solves sum_i mu_i (1 - s_i(nu))^+ = rho, a monotone scalar equation (Brent's
+    method; Ayesta, Brun & Prabhu 2011, symmetric game).
+
+    Examples
+    --------
+    Reference case of MODELS.md, optimum loads 1 - 1.5/(1 + sqrt 2), 1 - 1.5/(2 + sqrt 2)
+    (0.378680, 0.560660) of cost 4 sqrt(2)/3 = 1.885618, and the equilibrium
+    (0.25, 0.625) of cost 2:
+
+    >>> s = water_filling(RoutingProblem([1, 2], [1, 1], 1.5))
+    >>> bool(np.allclose(s.loads, [1 - 1.5 / (1 + 2**0.5), 1 - 1.5 / (2 + 2**0.5)]))
+    True
+    >>> bool(np.isclose(s.cost, 4 * 2**0.5 / 3))
+    True
+    >>> e = water_filling(RoutingProblem([1, 2], [1, 1], 1.5, dispatchers=math.inf))
+    >>> bool(np.allclose(e.loads, [0.25, 0.625])), round(e.cost, 12)
+    (True, 2.0)
+    """
+    mu, c, rho, k = problem.service_rates, problem.holding_costs, problem.work_rate, problem.dispatchers
+    a = problem.thresholds
+    if math.isinf(k) or k == 1:
+        order = np.argsort(a, kind="stable")
+        a_s, mu_s = a[order], mu[order]
+        if k == 1:
+            w, r = np.sqrt(c * mu)[order], np.sqrt(a_s)
+        else:
+            w, r = c[order], a_s
+        before_mu = np.concatenate(([0.0], np.cumsum(mu_s)[:-1]))
+        before_w = np.concatenate(([0.0], np.cumsum(w)[:-1]))
+        absorbed = before_mu - before_w / r
+        n_used = int(np.count_nonzero(absorbed < rho))
+        t = (np.sum(mu_s[:n_used]) - rho) / np.sum(w[:n_used])
+        spare = np.ones_like(mu)
+        spare[order[:n_used]] = r[:n_used] * t
+        nu = 1.0 / t**2 if k == 1 else 1.0 / t
+    else:
+        def excess(nu):
+            s = spare_at_multiplier(nu / a, k)
+            return float(np.sum(mu * np.maximum(1.0 - s, 0.0))) - rho
+
+        lo = float(a.min())
+        nu = _multiplier(excess, lo, lo)
+        spare = np.minimum(spare_at_multiplier(nu / a, k), 1.0)
+    loads = 1.0 - spare
+    sol = RoutingSolution(problem, loads, spare, float(nu), "water-filling", closed_form=True)
+    sol.info.update(cost=sol.cost, multiplier=float(nu), servers_used=sol.servers_used,
+                    dispatchers=_dispatchers_label(k))
+    return sol
+
+
+# -- the convex programs ------------------------------------------------------------------------
+
+
+def _capable_solvers() -> list:
+    """Installed cvxpy conic solvers with second-order and exponential cones."""
+    try:
+        from cvxpy.reductions.solvers.defines import INSTALLED_CONIC_SOLVERS, SOLVER_MAP_CONIC
+
+        return [s for s in INSTALLED_CONIC_SOLVERS
+                if {"SOC", "ExpCone"} <= {c.__name__ for c in SOLVER_MAP_CONIC[s].SUPPORTED_CONSTRAINTS}]
+    except (ImportError, AttributeError, KeyError):  # pragma: no cover (cvxpy internals moved)
+        return ["CLARABEL", "SCS"]
+
+
+def solve_program(problem, *, solver="CLARABEL", solver_tol=1e-9, what="program") -> dict:
     """Solve a cvxpy problem, checked DCP, with errors that name the solver and the reason.
 
     ``solver_tol`` goes to the solver's own tolerances (``SOLVER_TOLERANCES``).
@@ -247,11 +343,19 @@ def solve_program(problem, *, solver="CLARABEL", solver_tol=1e-9, what="program"
     Raises
     ------
     NotApplicableError
-        The solver is not installed, or the problem is not DCP.
+        The solver is not installed, cannot handle the program's cones, or the
+        problem is not DCP.
     ConvergenceError
         The solver failed, or returned a status other than optimal(_inaccurate).
     UnstableError
         The problem is infeasible (e.g. demands above the capacity).
+
+    Examples
+    --------
+    >>> import cvxpy as cp
+    >>> x = cp.Variable()
+    >>> abs(solve_program(cp.Problem(cp.Minimize(cp.inv_pos(x) + x)))["objective"] - 2.0) < 1e-6
+    True
     """
     import cvxpy as cp
 
@@ -270,6 +374,10 @@ def solve_program(problem, *, solver="CLARABEL", solver_tol=1e-9, what="program"
             warnings.simplefilter("ignore", UserWarning)  # the status is reported instead
             problem.solve(solver=solver, **options)
     except cp.error.SolverError as exc:
+        if "cannot solve this problem" in str(exc):
+            raise NotApplicableError(
+                f"solver {solver} cannot solve the {what}: it needs second-order and exponential cones "
+                f"(installed solvers that have them: {', '.join(_capable_solvers())})") from None
         raise ConvergenceError(f"solver {solver} failed on the {what}: {exc}") from None
     status = problem.status
     if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
@@ -287,11 +395,12 @@ def solve_program(problem, *, solver="CLARABEL", solver_tol=1e-9, what="program"
     }
 
 
-def _solve_program(mu, c, rho, w, dispatchers, solver, solver_tol):
+def _solve_cvxpy(problem: RoutingProblem, solver, solver_tol):
     """Build and solve the cvxpy program; return the spare fractions 1 - rho_i, the
     multiplier(s) and the solver's report."""
     import cvxpy as cp
 
+    mu, c, rho, w = problem.service_rates, problem.holding_costs, problem.work_rate, problem.class_work_rates
     # Variables: the spare fractions 1 - rho_i scaled by the total spare fraction f,
     # y_i = (1 - rho_i)/f, which keeps heavy traffic (f -> 0) well conditioned.
     n, m = mu.size, w.size
@@ -306,7 +415,7 @@ def _solve_program(mu, c, rho, w, dispatchers, solver, solver_tol):
         work = cp.sum(routing, axis=1) == 1
         constraints = [work]
     # f F_K(rho) = alpha sum c/y + beta sum -c log y + const, normalised to max(alpha, beta) = 1
-    inv_k = 0.0 if math.isinf(dispatchers) else 1.0 / dispatchers
+    inv_k = _inv_k(problem.dispatchers)
     alpha, beta = inv_k, f * (1.0 - inv_k)
     scale = max(alpha, beta)
     terms = []
@@ -314,9 +423,9 @@ def _solve_program(mu, c, rho, w, dispatchers, solver, solver_tol):
         terms.append(cp.sum(cp.multiply(alpha / scale * c, cp.inv_pos(y))))
     if beta > 0:
         terms.append(cp.sum(cp.multiply(beta / scale * c, -cp.log(y))))
-    problem = cp.Problem(cp.Minimize(sum(terms)), constraints)
-    info = solve_program(problem, solver=solver, solver_tol=solver_tol,
-                         what=f"{_regime_label(dispatchers)} routing program ({n} servers)")
+    program = cp.Problem(cp.Minimize(sum(terms)), constraints)
+    info = solve_program(program, solver=solver, solver_tol=solver_tol,
+                         what=f"{problem.regime} routing program ({n} servers)")
     # Stationarity in y (cvxpy: grad objective + dual * grad constraint = 0) gives the
     # multiplier nu of sum mu rho = rho: nu = dual scale / f^2, or -dual_k scale / (f w_k)
     # per class.
@@ -326,36 +435,26 @@ def _solve_program(mu, c, rho, w, dispatchers, solver, solver_tol):
     return f * np.asarray(y.value, dtype=float), class_nu, info
 
 
-def convex_loads(
-    service_rates,
-    holding_costs,
-    work_rate,
-    *,
-    dispatchers=1,
-    class_work_rates=None,
-    solver="CLARABEL",
-    solver_tol=1e-9,
-    polish=True,
-    tol=1e-9,
-    strict=False,
-) -> Result:
+@register_solver(RoutingProblem, name="convex", applies=_symmetric,
+                 doc="convex program in cvxpy (DCP; Clarabel), polished on the solver's used set and checked by "
+                     "its KKT residual",
+                 options=("solver", "solver_tol", "polish", "tol", "strict"))
+def convex_loads(problem: RoutingProblem, *, solver: str = "CLARABEL", solver_tol: float = 1e-9,
+                 polish: bool = True, tol: float = 1e-9, strict: bool = False) -> RoutingSolution:
     """Loads of the optimal (K=1), Wardrop (K=inf) or K-dispatcher routing by cvxpy.
 
     Parameters
     ----------
-    service_rates, holding_costs : (n,) array_like, each > 0 (holding_costs None: all 1)
-    work_rate : float, 0 < rho < sum(service_rates)
-    dispatchers : 1, int >= 2 or math.inf
-    class_work_rates : (m,) array_like, optional
-        Work rate of each job class (summing to ``work_rate``); with m > 1 the program
-        is posed over the class-by-server routing probabilities.
+    problem : RoutingProblem
+        With symmetric dispatchers; with m > 1 ``class_work_rates`` the program is
+        posed over the class-by-server routing probabilities.
     solver : str
-        An installed cvxpy solver supporting the exponential cone when K > 1
+        An installed cvxpy solver with second-order and exponential cones
         (``CLARABEL``, ``SCS``, ``ECOS``).
     solver_tol : float
         Tolerance passed to the solver (see ``SOLVER_TOLERANCES``).
     polish : bool
-        Polish the solver's answer on its used set (:func:`polish_loads`).
+        Polish the solver's answer on its used set (module docstring).
     tol : float
         The KKT residual the returned loads must meet.
     strict : bool
@@ -363,9 +462,9 @@ def convex_loads(
 
     Returns
     -------
-    Result
-        ``value``: the utilisations (list); ``residual``: the KKT residual of the
-        returned loads; ``info``: solver, status, ``multiplier`` (nu, the marginal cost
+    RoutingSolution
+        ``residual``: the KKT residual of the returned loads; ``nit``: the solver's
+        iterations; ``info``: solver, status, ``multiplier`` (nu, the marginal cost
         per unit of work, from the polished KKT system), ``multiplier_solver`` (minus
         the solver's dual of the work constraint; one per class with classes),
         ``kkt_residual_solver``, ``kkt_residual``, ``cost_spread``, ``unused_slack``,
@@ -378,106 +477,68 @@ def convex_loads(
         optimal_inaccurate that polishing could not certify); with ``strict``, a
         residual above ``tol``.
     NotApplicableError
-        The solver is not installed.
+        The solver is not installed, or lacks the program's cones.
 
     Examples
     --------
-    >>> r = convex_loads([1, 2], [1, 1], 1.5)
-    >>> bool(np.allclose(r.value, [1 - 1.5 / (1 + 2**0.5), 1 - 1.5 / (2 + 2**0.5)], atol=1e-12))
+    >>> s = convex_loads(RoutingProblem([1, 2], [1, 1], 1.5))
+    >>> bool(np.allclose(s.loads, [1 - 1.5 / (1 + 2**0.5), 1 - 1.5 / (2 + 2**0.5)], atol=1e-12))
     True
     """
-    t0 = time.perf_counter()
-    mu, c, rho, w = check_routing_problem(service_rates, holding_costs, work_rate, class_work_rates)
-    loads, _, info = _convex(mu, c, rho, w, _check_dispatchers(dispatchers), solver=solver,
-                             solver_tol=solver_tol, polish=polish, tol=tol, strict=strict)
-    return Result(value=loads.tolist(), method="convex", residual=info["kkt_residual"],
-                  seconds=time.perf_counter() - t0, info=info, nit=info["solver_iterations"])
-
-
-def _convex(mu, c, rho, w, k, *, solver, solver_tol, polish, tol, strict):
-    """Solve, polish and check one regime; return (loads, 1 - loads, info)."""
-    raw_spare, class_nu, info = _solve_program(mu, c, rho, w, k, solver, solver_tol)
+    mu, c, rho, k = problem.service_rates, problem.holding_costs, problem.work_rate, problem.dispatchers
+    raw_spare, class_nu, info = _solve_cvxpy(problem, solver, solver_tol)
     raw_spare = np.clip(raw_spare, None, 1.0)
     raw = 1.0 - raw_spare
     nu_raw = float(np.mean(class_nu))
     info["multiplier_solver"] = class_nu.tolist() if class_nu.size > 1 else nu_raw
-    info["kkt_residual_solver"] = kkt_residuals(mu, c, rho, raw, nu_raw, dispatchers=k,
-                                                spare=raw_spare)["kkt_residual"]
+    info["kkt_residual_solver"] = kkt_residuals(problem, raw, nu_raw, spare=raw_spare)["kkt_residual"]
     if polish:
         # Loads below sqrt(solver_tol) are within the solver's error of zero.
-        loads, spare, nu, its = polish_loads(mu, c, rho, raw > math.sqrt(solver_tol), dispatchers=k)
-        info.update(polished=True, scalar_solves=its,
-                    polish_shift=float(np.max(np.abs(loads - raw))))
+        loads, spare, nu, its = _polish(mu, c, rho, raw > math.sqrt(solver_tol), k)
+        info.update(polished=True, scalar_solves=its, polish_shift=float(np.max(np.abs(loads - raw))))
     else:
         loads, spare, nu = raw, raw_spare, nu_raw
         info["polished"] = False
-    checks = kkt_residuals(mu, c, rho, loads, nu, dispatchers=k, spare=spare)
-    info.update(checks, multiplier=nu, dispatchers=k if math.isfinite(k) else "inf",
-                cost=float(np.sum(c * loads / spare)),
-                servers_used=np.flatnonzero(loads > 0).tolist())
+    checks = kkt_residuals(problem, loads, nu, spare=spare)
     residual = checks["kkt_residual"]
+    sol = RoutingSolution(problem, loads, spare, nu, "convex", residual=residual, nit=info["solver_iterations"],
+                          info=info)
+    info.update(checks, multiplier=nu, dispatchers=_dispatchers_label(k), cost=sol.cost,
+                servers_used=sol.servers_used)
     if residual > tol:
         msg = (f"solver {solver} (status {info['status']}): KKT residual {residual:.2e} of the "
-               f"{_regime_label(k)} loads exceeds tol {tol:g}")
+               f"{problem.regime} loads exceeds tol {tol:g}")
         if strict or info["status"] != "optimal":
             raise ConvergenceError(msg)
         warnings.warn(msg, AccuracyWarning, stacklevel=3)
-    return loads, spare, info
+    return sol
 
 
-@register_method(
-    "convex",
-    requires="routing_problem",
-    doc="convex program in cvxpy (DCP; Clarabel), polished on the solver's used set and "
-        "checked by its KKT residual; options solver, solver_tol, polish",
-    options=("solver", "solver_tol", "polish"),
-)
-def solve_convex(model, measure, *, tol=1e-9, strict=False, solver="CLARABEL",
-                 solver_tol=1e-9, polish=True, **_ignored) -> Result:
-    """The ``convex`` method: loads of each regime ``measure`` needs, by :func:`convex_loads`.
-
-    The model provides ``routing_problem()`` (arrays), ``routing_regimes(measure)``
-    (the numbers of decision makers involved) and ``routing_measure(measure, loads,
-    spare)``. ``info`` holds one entry per regime (``centralized``, ``decentralized``,
-    ``atomic``) with the solver's report.
-    """
-    t0 = time.perf_counter()
-    p = model.routing_problem()
-    mu, c, rho, w = check_routing_problem(p["service_rates"], p["holding_costs"], p["work_rate"],
-                                   p["class_work_rates"])
-    loads, spare, info = {}, {}, {}
-    for k in model.routing_regimes(measure):
-        loads[k], spare[k], info[_regime_label(k)] = _convex(
-            mu, c, rho, w, k, solver=solver, solver_tol=solver_tol, polish=polish, tol=tol,
-            strict=strict)
-    value = model.routing_measure(measure, loads, spare)
-    residual = max(v["kkt_residual"] for v in info.values())
-    return Result(value=value, method="convex", residual=residual, info=info,
-                  seconds=time.perf_counter() - t0)
+# -- atomic dispatchers with unequal traffic: best-response dynamics ---------------------------------
 
 
-# -- atomic dispatchers with unequal traffic: best-response dynamics ---------------------
-
-
-def atomic_equilibrium(service_rates, holding_costs, dispatcher_rates, *, tol=1e-12,
-                       maxiter=10_000) -> Result:
+@register_solver(RoutingProblem, name="best-response", applies=_finite,
+                 doc="Nash equilibrium of K atomic dispatchers (own work rates) by Gauss-Seidel best responses",
+                 options=("tol", "maxiter"))
+def best_response(problem: RoutingProblem, *, tol: float = 1e-12, maxiter: int = 10_000) -> RoutingSolution:
     """Nash equilibrium of dispatchers with their own work rates (atomic routing game).
 
-    Dispatcher j routes work rate r_j and minimises its holding cost
-    J_j = sum_i c_i x_ji / (mu_i - x_i) (its mean number of jobs at PS server i,
-    weighted), x_i = sum_j x_ji. Given the others, its best response is the centralized
-    optimum on the residual capacities mu_i - (x_i - x_ji), computed by
-    :func:`polish_loads`; dispatchers update in turn (Gauss-Seidel best responses,
+    Dispatcher j routes work rate r_j (``problem.dispatcher_rates``, or rho/K each)
+    and minimises its holding cost J_j = sum_i c_i x_ji / (mu_i - x_i) (its mean
+    number of jobs at PS server i, weighted), x_i = sum_j x_ji. Given the others, its
+    best response is the centralized optimum on the residual capacities
+    mu_i - (x_i - x_ji); dispatchers update in turn (Gauss-Seidel best responses,
     Orda, Rom & Shimkin 1993) until no flow moves by more than ``tol`` times the
     largest rate.
 
     Returns
     -------
-    Result
-        ``value``: the utilisations x_i/mu_i (list); ``info``: ``flows`` (dispatchers
-        x servers work rates), ``dispatcher_costs``, ``cost`` (their sum, the global
-        holding cost), ``nash_gap`` (the largest relative KKT residual of a
-        dispatcher's problem), ``iterations``.
+    RoutingSolution
+        ``loads`` x_i/mu_i, ``flows`` (dispatchers x servers work rates),
+        ``multiplier`` None (each dispatcher has its own), ``residual`` the Nash gap
+        (the largest relative KKT residual of a dispatcher's problem), ``nit`` the
+        rounds; ``info``: ``flows``, ``dispatcher_costs``, ``cost`` (their sum, the
+        global holding cost), ``nash_gap``, ``iterations``.
 
     Raises
     ------
@@ -487,18 +548,19 @@ def atomic_equilibrium(service_rates, holding_costs, dispatcher_rates, *, tol=1e
     Notes
     -----
     With equal rates the equilibrium is the symmetric one, which minimises F_K
-    (:func:`convex_loads` with ``dispatchers=K``); Ayesta, Brun & Prabhu (2011,
-    Thm. 1) show that for a given total rate it is the worst case.
+    (:func:`water_filling` and :func:`convex_loads` with K dispatchers); Ayesta, Brun &
+    Prabhu (2011, Thm. 1) show that for a given total rate it is the worst case.
+
+    Examples
+    --------
+    One dispatcher is the centralized optimum (MODELS.md: cost 4 sqrt(2)/3):
+
+    >>> s = best_response(RoutingProblem([1, 2], [1, 1], dispatcher_rates=[1.5]))
+    >>> bool(np.isclose(s.cost, 4 * 2**0.5 / 3, rtol=1e-12))
+    True
     """
-    t0 = time.perf_counter()
-    r = np.asarray(dispatcher_rates, dtype=float).ravel()
-    if r.size == 0 or np.any(r <= 0) or not np.all(np.isfinite(r)):
-        raise ModelError(f"dispatcher_rates must be a list of 1+ values, each > 0; got {r.tolist()}")
-    total_capacity = float(np.sum(np.asarray(service_rates, dtype=float)))
-    if r.sum() >= total_capacity:
-        raise UnstableError(f"sum of dispatcher_rates must be < total service rate {total_capacity:g}; "
-                            f"got {r.sum():g}")
-    mu, c, rho, _ = check_routing_problem(service_rates, holding_costs, float(r.sum()))
+    mu, c, k = problem.service_rates, problem.holding_costs, problem.dispatchers
+    r = problem.dispatcher_rates if problem.dispatcher_rates is not None else np.full(k, problem.work_rate / k)
     flows = np.zeros((r.size, mu.size))
     total = np.zeros(mu.size)
     for iteration in range(1, maxiter + 1):
@@ -506,7 +568,7 @@ def atomic_equilibrium(service_rates, holding_costs, dispatcher_rates, *, tol=1e
         for j in range(r.size):
             others = total - flows[j]
             cap = mu - others
-            share, _, _, _ = polish_loads(cap, c, r[j], flows[j] > 0 if iteration > 1 else np.ones(mu.size, bool))
+            share, _, _, _ = _polish(cap, c, r[j], flows[j] > 0 if iteration > 1 else np.ones(mu.size, bool), 1)
             new = share * cap
             move = max(move, float(np.max(np.abs(new - flows[j]))))
             flows[j] = new
@@ -527,8 +589,30 @@ def atomic_equilibrium(service_rates, holding_costs, dispatcher_rates, *, tol=1e
         g = marginal / nu - 1.0
         gap = max(gap, float(np.max(np.abs(np.minimum(flows[j] / r[j], g)))),
                   abs(flows[j].sum() - r[j]) / r[j])
-    return Result(value=(total / mu).tolist(), method="best-response", residual=gap, nit=iteration,
-                  seconds=time.perf_counter() - t0,
-                  info={"flows": flows.tolist(), "dispatcher_costs": dispatcher_costs.tolist(),
-                        "cost": float(dispatcher_costs.sum()), "nash_gap": gap,
-                        "iterations": iteration})
+    info = {"flows": flows.tolist(), "dispatcher_costs": dispatcher_costs.tolist(),
+            "cost": float(dispatcher_costs.sum()), "nash_gap": gap, "iterations": iteration}
+    return RoutingSolution(problem, total / mu, spare / mu, None, "best-response", residual=gap, nit=iteration,
+                           flows=flows, info=info)
+
+
+# -- the methods: the model combines the regimes a measure needs ----------------------------------
+
+register_method(
+    "closed-form",
+    requires="routing",
+    driver="model",
+    solver="water-filling",
+    label="closed-form",
+    doc="water-filling closed forms with activation thresholds (no iteration; a scalar root for K dispatchers)",
+)
+
+register_method(
+    "convex",
+    requires="routing",
+    driver="model",
+    solver="convex",
+    solver_controls=("tol", "strict"),
+    doc="convex program in cvxpy (DCP; Clarabel), polished on the solver's used set and "
+        "checked by its KKT residual; options solver, solver_tol, polish",
+    options=("solver", "solver_tol", "polish"),
+)

@@ -16,6 +16,13 @@ representation         holds                                           solution
 :class:`Truncation`    how an infinite model was made finite           --
 =====================  ==============================================  =====================
 
+Routing (:mod:`.routing`): :class:`RoutingProblem` (PS servers, holding costs, job
+classes, K dispatchers) -> :class:`RoutingSolution`; :class:`NetworkRoutingProblem`
+(a networkx graph of links with latency functions, demands) ->
+:class:`NetworkRoutingSolution`; :class:`LinearProgram` (min c x, A x = b, box
+bounds) -> :class:`LinearProgramSolution`; :class:`RootProblem` (F(x) = 0 on a
+bracket or from a start) -> :class:`RootSolution`.
+
 The table of every representation, with the models that produce it and the solvers
 that consume it, is in ``docs/architecture.md``.
 """
@@ -24,6 +31,10 @@ from ..ctmc import CTMC, DTMC, StationaryDistribution
 from ..statespace import SortedSpace, StateSpace
 from ..truncation import Truncation
 from .qbd import QBD, QBDSolution
+from .routing import (LinearProgram, LinearProgramSolution, NetworkRoutingProblem, NetworkRoutingSolution,
+                      RootProblem, RootSolution, RoutingProblem, RoutingSolution)
 
 __all__ = ["CTMC", "DTMC", "StationaryDistribution", "QBD", "QBDSolution", "Truncation", "StateSpace",
            "SortedSpace"]
+__all__ += ["RoutingProblem", "RoutingSolution", "NetworkRoutingProblem", "NetworkRoutingSolution", "LinearProgram",
+            "LinearProgramSolution", "RootProblem", "RootSolution"]

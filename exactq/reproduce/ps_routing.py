@@ -1,7 +1,8 @@
 """``exactq reproduce ps-routing``: the price of anarchy of selfish routing to PS servers.
 
 Reproduces the claims of Altman, Ayesta & Prabhu (2011) with the ``ps-routing``
-closed forms, the convex programs as the check on the reference case:
+model's ``closed-form`` method, its ``convex`` method as the check on the reference
+case:
 
 1. the reference case of MODELS.md (mu = (1, 2), c = (1, 1), rho = 1.5);
 2. equal holding costs: PoA <= number of servers n (Haviv & Roughgarden 2007). The
@@ -24,28 +25,26 @@ from pathlib import Path
 
 import numpy as np
 
-from exactq.reproduce import have_matplotlib, register_reproduction
-
-from .ps_routing import PSRouting, _water_fill, routing_cost
+from exactq.api import model as build, solve
+from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
 
 __all__ = ["reproduce_ps_routing"]
 
 
 def _poa(mu, c, rho, dispatchers=math.inf):
-    """Price of anarchy by the closed forms (costs from 1 - rho computed directly)."""
-    lo, so, _ = _water_fill(mu, c, rho, 1)
-    le, se, _ = _water_fill(mu, c, rho, dispatchers)
-    return routing_cost(c, le, se) / routing_cost(c, lo, so), lo, le
+    """Price of anarchy by the closed forms (the model's costs use 1 - rho from the closed form)."""
+    atomic = math.isfinite(dispatchers)
+    m = build("ps-routing", service_rates=tuple(mu), holding_costs=tuple(c), work_rate=float(rho),
+              dispatchers=int(dispatchers) if atomic else None)
+    return solve(m, "price_of_anarchy_atomic" if atomic else "price_of_anarchy", method="closed-form").value, m
 
 
 def _reference():
-    from exactq.api import solve
-
-    model = PSRouting.create(service_rates="1,2", holding_costs="1,1", work_rate=1.5)
+    model = build("ps-routing", service_rates="1,2", holding_costs="1,1", work_rate=1.5)
     rows = []
     for measure in ("loads_centralized", "cost_centralized", "loads_decentralized",
                     "cost_decentralized", "price_of_anarchy"):
-        exact = model.closed_form(measure)
+        exact = solve(model, measure, method="closed-form").value
         convex = solve(model, measure, method="convex")
         rows.append({"measure": measure, "closed_form": exact, "convex": convex.value,
                      "kkt_residual": convex.residual})
@@ -59,7 +58,7 @@ def _equal_costs():
             r = 10.0**exponent
             mu = np.array([1.0] * (n - 1) + [r])
             spare = 1e-4  # heavy traffic: rho = sum(mu) - spare
-            poa, _, _ = _poa(mu, np.ones(n), mu.sum() - spare)
+            poa, _ = _poa(mu, np.ones(n), mu.sum() - spare)
             limit = n * (n - 1 + r) / (n - 1 + math.sqrt(r)) ** 2
             rows.append({"n": n, "r": r, "poa": poa, "heavy_traffic_limit": limit, "bound": n})
     rng = np.random.default_rng(2011)
@@ -82,13 +81,13 @@ def _unbounded():
     for exponent in range(1, 9):
         big = 10.0**exponent
         mu, c, rho = np.array([1.0, 1.0]), np.array([1.0, big]), 1.0 - 1.0 / big
-        poa, lo, le = _poa(mu, c, rho)
+        poa, m = _poa(mu, c, rho)
         rows.append({
             "M": big,
             "poa": poa,
             "sqrt(M)/2": math.sqrt(big) / 2,
-            "servers_used_centralized": np.flatnonzero(lo > 0).tolist(),
-            "servers_used_decentralized": np.flatnonzero(le > 0).tolist(),
+            "servers_used_centralized": solve(m, "servers_used_centralized", method="closed-form").value,
+            "servers_used_decentralized": solve(m, "servers_used_decentralized", method="closed-form").value,
             "poa_atomic": {k: _poa(mu, c, rho, k)[0] for k in _DISPATCHERS},
         })
     return rows
@@ -111,12 +110,8 @@ def _atomic_worst_case():
 
 
 def _plot(path, equal, unbounded):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = new_figure(figsize=(10, 4))
+    left, right = fig.subplots(1, 2)
     for n in sorted({r["n"] for r in equal}):
         rows = [r for r in equal if r["n"] == n]
         line, = left.semilogx([r["r"] for r in rows], [r["poa"] for r in rows], "o-", label=f"n = {n}")
@@ -134,7 +129,6 @@ def _plot(path, equal, unbounded):
     right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 @register_reproduction(

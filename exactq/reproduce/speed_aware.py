@@ -28,7 +28,7 @@ from pathlib import Path
 
 import exactq
 from exactq.errors import ExactqError, UnstableError
-from exactq.reproduce import have_matplotlib, register_reproduction
+from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
 
 __all__ = ["speed_aware_table", "SPEEDS", "FRACTIONS", "CASES"]
 
@@ -149,14 +149,10 @@ def _text(rows) -> str:
 
 
 def _figure(rows, out_dir: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     loads = sorted({r["load"] for r in rows})
     colors = dict(zip(POLICIES, ("C0", "C1", "C2", "C3", "C7")))
-    fig, axes = plt.subplots(2, len(loads), figsize=(4.2 * len(loads), 6.4), squeeze=False)
+    fig = new_figure(figsize=(4.2 * len(loads), 6.4))
+    axes = fig.subplots(2, len(loads), squeeze=False)
     for col, lam in enumerate(loads):
         top, bottom = axes[0][col], axes[1][col]
         block = [r for r in rows if r["load"] == lam]
@@ -186,7 +182,6 @@ def _figure(rows, out_dir: Path) -> list[str]:
     fig.tight_layout()
     path = out_dir / "speed_aware_convergence.png"
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return [path.name]
 
 

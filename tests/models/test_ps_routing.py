@@ -26,14 +26,11 @@ from exactq.errors import (
     NotApplicableError,
     UnstableError,
 )
-from exactq.models.ps_routing import PSRouting, _water_fill, routing_cost, water_filling
-from exactq.solvers.network_routing import (
-    braess_network,
-    network_equilibrium,
-    network_optimum,
-    network_price_of_anarchy,
-)
-from exactq.solvers.routing import atomic_equilibrium, convex_loads, kkt_residuals, solve_convex
+import exactq
+from exactq.models.ps_routing import PSRouting
+from exactq.representations.routing import NetworkRoutingProblem, RoutingProblem, braess_network
+from exactq.solvers.network_routing import solve_network
+from exactq.solvers.routing import best_response, convex_loads, kkt_residuals, water_filling
 
 INF = math.inf
 SQ2 = math.sqrt(2.0)
@@ -41,6 +38,31 @@ SQ2 = math.sqrt(2.0)
 
 def reference(**extra):
     return PSRouting.create(service_rates="1,2", holding_costs="1,1", work_rate=1.5, **extra)
+
+
+def closed(model, measure):
+    """The closed-form method's value of ``measure``."""
+    return exactq.solve(model, measure, method="closed-form").value
+
+
+def solve_convex(model, measure, **kw):
+    return exactq.solve(model, measure, method="convex", **kw)
+
+
+def wf(mu, c, rho, dispatchers=1):
+    return water_filling(RoutingProblem(mu, c, rho, dispatchers=dispatchers))
+
+
+def cvx(mu, c, rho, dispatchers=1, **options):
+    return convex_loads(RoutingProblem(mu, c, rho, dispatchers=dispatchers), **options)
+
+
+def network_optimum(graph, demands, **options):
+    return solve_network(NetworkRoutingProblem(graph, demands, "optimum"), **options)
+
+
+def network_equilibrium(graph, demands, **options):
+    return solve_network(NetworkRoutingProblem(graph, demands, "equilibrium"), **options)
 
 
 # -- instances ---------------------------------------------------------------------------
@@ -58,22 +80,26 @@ def instances(draw, max_servers=12, equal_costs=False):
 
 def test_reference_values_closed_form():
     m = reference()
-    assert np.allclose(m.closed_form("loads_centralized"), [1 - 1.5 / (1 + SQ2), 1 - 1.5 / (2 + SQ2)],
+    assert np.allclose(closed(m, "loads_centralized"), [1 - 1.5 / (1 + SQ2), 1 - 1.5 / (2 + SQ2)],
                        rtol=0, atol=1e-15)
-    assert np.allclose(m.closed_form("loads_centralized"), [0.378680, 0.560660], atol=5e-7)
-    assert m.closed_form("cost_centralized") == pytest.approx(4 * SQ2 / 3, rel=1e-15)
-    assert m.closed_form("cost_centralized") == pytest.approx(1.885618, abs=5e-7)
-    assert np.allclose(m.closed_form("loads_decentralized"), [0.25, 0.625], rtol=0, atol=1e-15)
-    assert m.closed_form("cost_decentralized") == pytest.approx(2.0, rel=1e-15)
-    assert m.closed_form("price_of_anarchy") == pytest.approx(3 / (2 * SQ2), rel=1e-15)
-    assert m.closed_form("price_of_anarchy") == pytest.approx(1.060660, abs=5e-7)
-    assert m.closed_form("servers_used_centralized") == [0, 1]
+    assert np.allclose(closed(m, "loads_centralized"), [0.378680, 0.560660], atol=5e-7)
+    assert closed(m, "cost_centralized") == pytest.approx(4 * SQ2 / 3, rel=1e-15)
+    assert closed(m, "cost_centralized") == pytest.approx(1.885618, abs=5e-7)
+    assert np.allclose(closed(m, "loads_decentralized"), [0.25, 0.625], rtol=0, atol=1e-15)
+    assert closed(m, "cost_decentralized") == pytest.approx(2.0, rel=1e-15)
+    assert closed(m, "price_of_anarchy") == pytest.approx(3 / (2 * SQ2), rel=1e-15)
+    assert closed(m, "price_of_anarchy") == pytest.approx(1.060660, abs=5e-7)
+    assert closed(m, "servers_used_centralized") == [0, 1]
+    r = exactq.solve(m, "price_of_anarchy", method="closed-form")
+    assert r.method == "closed-form" and r.residual is None and r.info["arithmetic"] == "float64"
+    assert r.info["centralized"]["multiplier"] == pytest.approx((1 + SQ2) ** 2 / 1.5**2, rel=1e-14)
+    assert r.info["decentralized"]["servers_used"] == [0, 1]
 
 
 @pytest.mark.parametrize("measure", list(PSRouting.measures))
 def test_convex_matches_closed_form_on_every_measure(measure):
     m = reference(dispatchers=3)
-    exact = m.closed_form(measure)
+    exact = closed(m, measure)
     r = solve_convex(m, measure, tol=1e-9)
     assert r.method == "convex"
     assert np.allclose(r.value, exact, rtol=1e-10, atol=1e-12)
@@ -103,13 +129,13 @@ def test_convex_reports_multiplier_and_equilibrium_gap():
 @given(instances(), st.sampled_from([1, INF, 3]))
 def test_convex_agrees_with_water_filling(instance, k):
     mu, c, rho = instance
-    exact = water_filling(mu, c, rho, dispatchers=k)
-    r = convex_loads(mu, c, rho, dispatchers=k)
-    assert np.max(np.abs(np.array(r.value) - exact.value)) <= 1e-8
-    assert r.info["servers_used"] == exact.info["servers_used"]
+    exact = wf(mu, c, rho, dispatchers=k)
+    r = cvx(mu, c, rho, dispatchers=k)
+    assert np.max(np.abs(r.loads - exact.loads)) <= 1e-8
+    assert r.info["servers_used"] == exact.info["servers_used"] == exact.servers_used
     assert r.info["cost"] == pytest.approx(exact.info["cost"], rel=1e-8)
-    assert r.residual <= 1e-9
-    assert kkt_residuals(mu, c, rho, exact.value, exact.info["multiplier"], dispatchers=k)["kkt_residual"] <= 1e-9
+    assert r.residual <= 1e-9 and exact.residual is None and exact.closed_form
+    assert kkt_residuals(exact.problem, exact.loads, exact.multiplier)["kkt_residual"] <= 1e-9
 
 
 def test_raw_solver_answer_is_close_without_polishing():
@@ -119,10 +145,10 @@ def test_raw_solver_answer_is_close_without_polishing():
     rho = 0.7 * mu.sum()
     for k in (1, INF):
         with pytest.warns(AccuracyWarning, match="KKT residual"):
-            raw = convex_loads(mu, c, rho, dispatchers=k, polish=False)
-        assert np.max(np.abs(np.array(raw.value) - water_filling(mu, c, rho, dispatchers=k).value)) < 1e-3
+            raw = cvx(mu, c, rho, dispatchers=k, polish=False)
+        assert np.max(np.abs(raw.loads - wf(mu, c, rho, dispatchers=k).loads)) < 1e-3
         with pytest.raises(ConvergenceError, match="CLARABEL"):
-            convex_loads(mu, c, rho, dispatchers=k, polish=False, strict=True)
+            cvx(mu, c, rho, dispatchers=k, polish=False, strict=True)
 
 
 def test_thousand_servers_agree():
@@ -130,17 +156,17 @@ def test_thousand_servers_agree():
     mu, c = rng.uniform(0.5, 2.0, 1000), rng.uniform(0.5, 3.0, 1000)
     rho = 0.8 * mu.sum()
     for k in (1, INF):
-        exact = np.array(water_filling(mu, c, rho, dispatchers=k).value)
-        assert np.max(np.abs(np.array(convex_loads(mu, c, rho, dispatchers=k).value) - exact)) <= 1e-8
+        exact = wf(mu, c, rho, dispatchers=k).loads
+        assert np.max(np.abs(cvx(mu, c, rho, dispatchers=k).loads - exact)) <= 1e-8
 
 
 def test_heavy_traffic_and_ties():
     mu = np.array([1.0, 1.0, 2.0, 0.5])
     c = np.array([2.0, 2.0, 4.0, 1.0])  # every c_i/mu_i equal: all used, proportional loads
     for k in (1, INF):
-        loads = water_filling(mu, c, 4.5 * (1 - 1e-9), dispatchers=k).value
+        loads = wf(mu, c, 4.5 * (1 - 1e-9), dispatchers=k).loads
         assert np.allclose(loads, loads[0], rtol=0, atol=1e-12)
-        assert np.allclose(convex_loads(mu, c, 4.5 * (1 - 1e-9), dispatchers=k).value, loads, atol=1e-8)
+        assert np.allclose(cvx(mu, c, 4.5 * (1 - 1e-9), dispatchers=k).loads, loads, atol=1e-8)
 
 
 # -- properties of the paper --------------------------------------------------------------
@@ -150,13 +176,13 @@ def test_heavy_traffic_and_ties():
 def test_price_of_anarchy_at_most_number_of_servers_for_equal_costs(instance):
     mu, c, rho = instance
     m = PSRouting(service_rates=tuple(mu), holding_costs=tuple(c), work_rate=rho)
-    poa = m.closed_form("price_of_anarchy")
+    poa = closed(m, "price_of_anarchy")
     assert 1.0 - 1e-12 <= poa <= len(mu) * (1 + 1e-12)
 
 
 def test_equal_cost_bound_is_approached():
     mu = np.array([1.0, 1.0, 1e8])
-    poa = PSRouting(service_rates=tuple(mu), work_rate=mu.sum() - 1e-4).closed_form("price_of_anarchy")
+    poa = closed(PSRouting(service_rates=tuple(mu), work_rate=mu.sum() - 1e-4), "price_of_anarchy")
     assert 2.99 < poa < 3.0
 
 
@@ -164,9 +190,9 @@ def test_price_of_anarchy_unbounded_with_server_dependent_costs():
     poas = []
     for big in (1e2, 1e4, 1e6):
         m = PSRouting(service_rates=(1.0, 1.0), holding_costs=(1.0, big), work_rate=1 - 1 / big)
-        poas.append(m.closed_form("price_of_anarchy"))
-        assert m.closed_form("servers_used_decentralized") == [0]
-        assert m.closed_form("servers_used_centralized") == [0, 1]
+        poas.append(closed(m, "price_of_anarchy"))
+        assert closed(m, "servers_used_decentralized") == [0]
+        assert closed(m, "servers_used_centralized") == [0, 1]
         assert poas[-1] == pytest.approx(math.sqrt(big) / 2, rel=0.06)
     assert poas[2] > 400
 
@@ -177,9 +203,10 @@ def test_used_sets_nested_and_costs_ordered(instance, k):
     mu, c, rho = instance
     sets, costs = {}, {}
     for regime in (1, k, INF):
-        loads, spare, _ = _water_fill(mu, c, rho, regime)
-        sets[regime] = set(np.flatnonzero(loads > 0))
-        costs[regime] = routing_cost(c, loads, spare)
+        sol = wf(mu, c, rho, regime)
+        loads = sol.loads
+        sets[regime] = set(sol.servers_used)
+        costs[regime] = sol.cost
         assert abs(mu @ loads - rho) <= 1e-12 * rho + 1e-15
         assert np.all(loads >= 0) and np.all(loads < 1)
     assert sets[INF] <= sets[k] <= sets[1]  # selfish jobs use a subset of the optimal servers
@@ -193,13 +220,13 @@ def test_per_class_routing_is_size_independent():
     assert m.total_work_rate == pytest.approx(1.5)
     one_class = PSRouting.create(service_rates="1,2,0.5", holding_costs="1,2,3", work_rate=1.5)
     for regime in ("centralized", "decentralized"):
-        routing = np.array(m.closed_form(f"routing_{regime}"))
+        routing = np.array(closed(m, f"routing_{regime}"))
         assert routing.shape == (2, 3)
         assert np.allclose(routing.sum(axis=1), 1.0) and np.allclose(routing[0], routing[1])
         loads = (m.class_work_rates @ routing) / np.array([1, 2, 0.5])
-        assert np.allclose(loads, m.closed_form(f"loads_{regime}"), atol=1e-14)
+        assert np.allclose(loads, closed(m, f"loads_{regime}"), atol=1e-14)
         # the loads do not depend on how the work is split into classes
-        assert np.allclose(loads, one_class.closed_form(f"loads_{regime}"), atol=1e-14)
+        assert np.allclose(loads, closed(one_class, f"loads_{regime}"), atol=1e-14)
     # the class-aware program (routing variables per class) reaches the size-blind cost,
     # and every class sees the same marginal cost per unit of work
     r = solve_convex(m, "price_of_anarchy")
@@ -208,8 +235,8 @@ def test_per_class_routing_is_size_independent():
         assert info["n_variables"] == 6
         assert info["objective"] is not None
         assert np.ptp(info["multiplier_solver"]) <= 1e-4 * info["multiplier"]
-        assert info["cost"] == pytest.approx(m.closed_form(f"cost_{regime}"), rel=1e-12)
-    assert r.value == pytest.approx(m.closed_form("price_of_anarchy"), rel=1e-12)
+        assert info["cost"] == pytest.approx(closed(m, f"cost_{regime}"), rel=1e-12)
+    assert r.value == pytest.approx(closed(m, "price_of_anarchy"), rel=1e-12)
 
 
 # -- atomic dispatchers -------------------------------------------------------------------
@@ -217,11 +244,14 @@ def test_per_class_routing_is_size_independent():
 def test_atomic_symmetric_three_ways():
     mu, c, rho = np.array([1.0, 2.0, 0.5]), np.array([1.0, 3.0, 0.2]), 1.5
     for k in (2, 5):
-        exact = water_filling(mu, c, rho, dispatchers=k)
-        br = atomic_equilibrium(mu, c, [rho / k] * k)
-        cvx = convex_loads(mu, c, rho, dispatchers=k)
-        assert np.allclose(br.value, exact.value, atol=1e-10)
-        assert np.allclose(cvx.value, exact.value, atol=1e-10)
+        exact = wf(mu, c, rho, dispatchers=k)
+        br = best_response(RoutingProblem(mu, c, dispatcher_rates=[rho / k] * k))
+        symmetric = best_response(RoutingProblem(mu, c, rho, dispatchers=k))  # rho/K each, the same game
+        conv = cvx(mu, c, rho, dispatchers=k)
+        assert np.allclose(br.loads, exact.loads, atol=1e-10)
+        assert np.allclose(symmetric.loads, br.loads, atol=1e-14)
+        assert np.allclose(conv.loads, exact.loads, atol=1e-10)
+        assert br.multiplier is None and br.residual == br.info["nash_gap"]
         assert br.info["nash_gap"] <= 1e-9
         assert br.info["cost"] == pytest.approx(exact.info["cost"], rel=1e-9)
         flows = np.array(br.info["flows"])
@@ -230,12 +260,12 @@ def test_atomic_symmetric_three_ways():
 
 def test_atomic_limits_and_ordering():
     mu, c, rho = np.array([1.0, 2.0]), np.array([1.0, 1.0]), 1.5
-    opt = water_filling(mu, c, rho).info["cost"]
-    ward = water_filling(mu, c, rho, dispatchers=INF).info["cost"]
-    assert water_filling(mu, c, rho, dispatchers=1).value == water_filling(mu, c, rho).value
-    assert atomic_equilibrium(mu, c, [rho]).info["cost"] == pytest.approx(opt, rel=1e-12)
-    assert water_filling(mu, c, rho, dispatchers=10**7).info["cost"] == pytest.approx(ward, rel=1e-6)
-    costs = [water_filling(mu, c, rho, dispatchers=k).info["cost"] for k in (1, 2, 4, 8)]
+    opt = wf(mu, c, rho).info["cost"]
+    ward = wf(mu, c, rho, dispatchers=INF).info["cost"]
+    assert wf(mu, c, rho, dispatchers=1).loads.tolist() == wf(mu, c, rho).loads.tolist()
+    assert best_response(RoutingProblem(mu, c, dispatcher_rates=[rho])).info["cost"] == pytest.approx(opt, rel=1e-12)
+    assert wf(mu, c, rho, dispatchers=10**7).info["cost"] == pytest.approx(ward, rel=1e-6)
+    costs = [wf(mu, c, rho, dispatchers=k).info["cost"] for k in (1, 2, 4, 8)]
     assert costs == sorted(costs) and opt <= costs[1] <= ward
 
 
@@ -247,18 +277,18 @@ def test_asymmetric_dispatchers_no_worse_than_symmetric():
         mu, c = 10 ** rng.uniform(-1, 1, n), 10 ** rng.uniform(-1, 1, n)
         rho = mu.sum() * rng.uniform(0.05, 0.95)
         rates = rng.dirichlet(np.ones(3)) * rho
-        r = atomic_equilibrium(mu, c, rates)
+        r = best_response(RoutingProblem(mu, c, dispatcher_rates=rates))
         assert r.info["nash_gap"] <= 1e-9
         assert np.allclose(np.array(r.info["flows"]).sum(axis=1), rates, rtol=1e-12)
-        sym = water_filling(mu, c, rho, dispatchers=3).info["cost"]
-        assert water_filling(mu, c, rho).info["cost"] <= r.info["cost"] * (1 + 1e-12)
+        sym = wf(mu, c, rho, dispatchers=3).info["cost"]
+        assert wf(mu, c, rho).info["cost"] <= r.info["cost"] * (1 + 1e-12)
         assert r.info["cost"] <= sym * (1 + 1e-9)
 
 
 def test_atomic_poa_bounded_by_sqrt_k_where_wardrop_is_unbounded():
     m = PSRouting(service_rates=(1.0, 1.0), holding_costs=(1.0, 1e6), work_rate=1 - 1e-6, dispatchers=4)
-    assert m.closed_form("price_of_anarchy") > 400
-    assert 1.0 < m.closed_form("price_of_anarchy_atomic") <= 2.0
+    assert closed(m, "price_of_anarchy") > 400
+    assert 1.0 < closed(m, "price_of_anarchy_atomic") <= 2.0
 
 
 # -- validation and failures ------------------------------------------------------------------
@@ -293,63 +323,84 @@ def test_bad_input_one_line_error(params, error, message):
 
 def test_atomic_measure_needs_dispatchers():
     with pytest.raises(ModelError, match="need dispatchers"):
-        reference().closed_form("cost_atomic")
+        closed(reference(), "cost_atomic")
 
 
 def test_array_functions_validate():
     with pytest.raises(UnstableError, match="work_rate must be < total service rate 3"):
-        water_filling([1, 2], [1, 1], 3.0)
+        wf([1, 2], [1, 1], 3.0)
     with pytest.raises(UnstableError):
-        convex_loads([1, 2], [1, 1], 3.5)
+        cvx([1, 2], [1, 1], 3.5)
     with pytest.raises(ModelError, match="holding_costs must each be > 0"):
-        convex_loads([1, 2], [1, 0], 1.0)
+        cvx([1, 2], [1, 0], 1.0)
     with pytest.raises(ModelError, match="service_rates"):
-        water_filling([1, 0], None, 0.5)
+        wf([1, 0], None, 0.5)
     with pytest.raises(ModelError, match="dispatchers must be an integer"):
-        water_filling([1, 2], None, 0.5, dispatchers=0.5)
+        wf([1, 2], None, 0.5, dispatchers=0.5)
     with pytest.raises(ModelError, match="dispatcher_rates"):
-        atomic_equilibrium([1, 2], None, [0.5, -0.1])
+        RoutingProblem([1, 2], None, dispatcher_rates=[0.5, -0.1])
+    with pytest.raises(UnstableError, match="sum of dispatcher_rates must be < total service rate 3"):
+        RoutingProblem([1, 2], None, dispatcher_rates=[1.5, 1.5])
+    with pytest.raises(ModelError, match="dispatchers must equal the number of dispatcher_rates"):
+        RoutingProblem([1, 2], None, dispatchers=3, dispatcher_rates=[0.5, 0.5])
+    with pytest.raises(ModelError, match="class_work_rates must be > 0 and sum to work_rate 1"):
+        RoutingProblem([1, 2], None, 1.0, class_work_rates=[0.5, 0.4])
+
+
+def test_solvers_declare_the_structure_they_need():
+    """Unequal dispatchers are not a potential game: the closed form and the convex program refuse."""
+    from exactq.catalogue import solve_representation
+
+    unequal = RoutingProblem([1.0, 2.0], None, dispatcher_rates=[0.5, 1.0])
+    for name in ("water-filling", "convex"):
+        with pytest.raises(NotApplicableError, match="unequal work rates"):
+            solve_representation(unequal, name)
+    assert solve_representation(unequal).method == "best-response"  # the one that applies
+    with pytest.raises(NotApplicableError, match="finite number of dispatchers"):
+        solve_representation(RoutingProblem([1.0, 2.0], None, 1.5, dispatchers=INF), "best-response")
 
 
 def test_solver_failures_name_the_solver():
     with pytest.raises(NotApplicableError, match="installed cvxpy solvers"):
-        convex_loads([1, 2], [1, 1], 1.5, solver="NO_SUCH_SOLVER")
-    with pytest.raises(ConvergenceError, match="solver OSQP failed"):  # no cones in a QP solver
-        convex_loads([1, 2], [1, 1], 1.5, solver="OSQP")
+        cvx([1, 2], [1, 1], 1.5, solver="NO_SUCH_SOLVER")
+    with pytest.raises(NotApplicableError, match="solver OSQP cannot solve .* exponential cones .*CLARABEL"):
+        cvx([1, 2], [1, 1], 1.5, solver="OSQP")  # no cones in a QP solver
 
 
 def test_scs_as_second_solver():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no silent inaccuracy
-        r = convex_loads([1, 2, 3], [3, 1, 2], 4.0, dispatchers=INF, solver="SCS")
+        r = cvx([1, 2, 3], [3, 1, 2], 4.0, dispatchers=INF, solver="SCS")
     assert r.info["solver"] == "SCS"
-    assert np.allclose(r.value, water_filling([1, 2, 3], [3, 1, 2], 4.0, dispatchers=INF).value, atol=1e-10)
+    assert np.allclose(r.loads, wf([1, 2, 3], [3, 1, 2], 4.0, dispatchers=INF).loads, atol=1e-10)
 
 
 # -- networks ---------------------------------------------------------------------------------
 
 def test_braess_linear():
     without = network_equilibrium(*braess_network("linear", shortcut=False))
-    with_link = network_price_of_anarchy(*braess_network("linear"))
-    assert without.value == pytest.approx(1.5, abs=1e-10)
-    assert with_link.info["cost_equilibrium"] == pytest.approx(2.0, abs=1e-10)  # the paradox
-    assert with_link.info["cost_optimum"] == pytest.approx(1.5, abs=1e-10)
-    assert with_link.value == pytest.approx(4 / 3, abs=1e-10)
-    assert with_link.residual <= 1e-9
+    eq = network_equilibrium(*braess_network("linear"))
+    opt = network_optimum(*braess_network("linear"))
+    assert without.cost == pytest.approx(1.5, abs=1e-10)
+    assert eq.cost == pytest.approx(2.0, abs=1e-10)  # the paradox
+    assert opt.cost == pytest.approx(1.5, abs=1e-10)
+    assert eq.cost / opt.cost == pytest.approx(4 / 3, abs=1e-10)
+    assert max(eq.residual, opt.residual) <= 1e-9
+    assert eq.info["program"] == "equilibrium" and opt.info["program"] == "optimum"
 
 
 def test_braess_queueing_network():
     without = network_equilibrium(*braess_network("queue", shortcut=False))
     with_link = network_equilibrium(*braess_network("queue"))
-    assert without.value == pytest.approx(22 / 15, abs=1e-10)
-    assert with_link.value == pytest.approx(1.6, abs=1e-10)
+    assert without.cost == pytest.approx(22 / 15, abs=1e-10)
+    assert with_link.cost == pytest.approx(1.6, abs=1e-10)
     flows = {(u, v): f for u, v, f in with_link.info["edge_flows"]}
-    assert flows[("v", "w")] == pytest.approx(0.5, abs=1e-9)
+    assert flows[("v", "w")] == pytest.approx(0.5, abs=1e-9) == with_link.flow_of("v", "w")
     assert with_link.info["path_costs"][0][3] == pytest.approx(1.6, abs=1e-10)
     assert with_link.info["path_costs_dual"][0][3] == pytest.approx(1.6, abs=1e-6)
     # adding a link never hurts the optimum
-    opt_without = network_optimum(*braess_network("queue", shortcut=False)).value
-    assert network_optimum(*braess_network("queue")).value <= opt_without + 1e-10
+    opt_without = network_optimum(*braess_network("queue", shortcut=False)).cost
+    assert network_optimum(*braess_network("queue")).cost <= opt_without + 1e-10
 
 
 def test_parallel_links_network_is_ps_routing():
@@ -360,10 +411,10 @@ def test_parallel_links_network_is_ps_routing():
         g.add_edge(i, "t")
     for fn, k in ((network_optimum, 1), (network_equilibrium, INF)):
         r = fn(g, [("s", "t", rho)])
-        exact = water_filling(mu, c, rho, dispatchers=k)
+        exact = wf(mu, c, rho, dispatchers=k)
         flows = {(u, v): f for u, v, f in r.info["edge_flows"]}
-        assert np.allclose([flows[("s", i)] / mu[i] for i in range(3)], exact.value, atol=1e-10)
-        assert r.value == pytest.approx(exact.info["cost"], rel=1e-10)
+        assert np.allclose([flows[("s", i)] / mu[i] for i in range(3)], exact.loads, atol=1e-10)
+        assert r.cost == pytest.approx(exact.info["cost"], rel=1e-10)
 
 
 def test_two_commodities():
@@ -383,7 +434,7 @@ def test_two_commodities():
             assert cost > 0
         for (_, _, _, a), (_, _, _, b) in zip(r.info["path_costs"], r.info["path_costs_dual"]):
             assert a == pytest.approx(b, rel=1e-5)
-    assert network_price_of_anarchy(g, demands).value >= 1 - 1e-12
+    assert network_equilibrium(g, demands).cost / network_optimum(g, demands).cost >= 1 - 1e-12
 
 
 def test_network_errors():
@@ -419,16 +470,18 @@ def test_doctests():
     import doctest
 
     import exactq.models.ps_routing
+    import exactq.representations.routing
     import exactq.solvers.network_routing
     import exactq.solvers.routing
 
-    for module in (exactq.models.ps_routing, exactq.solvers.routing, exactq.solvers.network_routing):
+    for module in (exactq.models.ps_routing, exactq.solvers.routing, exactq.solvers.network_routing,
+                   exactq.representations.routing):
         failed, attempted = doctest.testmod(module)
         assert attempted > 0 and failed == 0, module.__name__
 
 
 def test_reproduction(tmp_path):
-    from exactq.models.ps_routing_repro import reproduce_ps_routing
+    from exactq.reproduce.ps_routing import reproduce_ps_routing
 
     text = reproduce_ps_routing(tmp_path)
     assert "1.060660" in text

@@ -1,4 +1,4 @@
-"""Speed-aware JSQ/JIQ (exactq.models.heterogeneous) and the fluid method (exactq.solvers.fluid).
+"""Speed-aware JSQ/JIQ (exactq.models.speed_aware) and the fluid method (exactq.solvers.fluid).
 
 Independent checks:
 * the lumped chain against the unlumped per-server chain (the ``jsq`` model, and a
@@ -24,18 +24,14 @@ import pytest
 import exactq
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, TruncationError, UnstableError
-from exactq.models.heterogeneous import (
+from exactq.models.speed_aware import (
     SpeedAware,
     SpeedAwareLimit,
     speed_aware_routing,
 )
+from exactq.representations.routing import LinearProgram, RootProblem
+from exactq.solvers.fluid import greedy_fill, solve_bracketed, solve_linprog, solve_system
 from exactq.solvers.stationary import solve_stationary as solve_chain
-from exactq.solvers.fluid import (
-    fill_by_linprog,
-    fill_fastest_first,
-    fluid_fixed_point,
-    idle_uniform_fixed_point,
-)
 from exactq.statespace import StateSpace
 
 POLICIES = ("sa-jsq", "jsq", "sa-jiq", "jiq", "random")
@@ -192,7 +188,8 @@ def test_exact_values_approach_the_fluid_limit_as_n_grows():
 
 
 def test_fluid_reference_example():
-    x = fill_fastest_first([2.0, 1.0], [0.5, 0.5], 1.2)
+    m = SpeedAware(speeds=(2.0, 1.0), fractions=(0.5, 0.5), arrival_rate=1.2)
+    x = greedy_fill(m.fluid_program()).x
     assert x == pytest.approx([0.5, 0.2], abs=1e-15)
     r = exactq.solve("speed-aware", speeds="2,1", counts="inf", fractions="0.5,0.5", arrival_rate=1.2,
                      verify=True)
@@ -209,9 +206,12 @@ def test_fill_fastest_first_matches_linprog_on_random_instances():
         mu = rng.choice([0.5, 1.0, 2.0, 3.0], size=J) * rng.uniform(0.9, 1.1, size=J) ** rng.integers(0, 2)
         gamma = rng.dirichlet(np.ones(J))
         lam = float(rng.uniform(0.01, 0.999) * gamma @ mu)
-        x = fill_fastest_first(mu, gamma, lam)
-        y, info = fill_by_linprog(mu, gamma, lam)
-        assert x.sum() == pytest.approx(y.sum(), rel=1e-9, abs=1e-12)
+        lp = LinearProgram(np.ones(J), mu[None, :], [lam], gamma)
+        assert lp.is_knapsack
+        x = greedy_fill(lp).x
+        y = solve_linprog(lp)
+        assert y.status == 0 and y.residual < 1e-12
+        assert x.sum() == pytest.approx(y.x.sum(), rel=1e-9, abs=1e-12)
         assert mu @ x == pytest.approx(lam, rel=1e-13)
         assert np.all(x >= 0) and np.all(x <= gamma * (1 + 1e-15))
 
@@ -220,7 +220,13 @@ def test_idle_uniform_fixed_point_is_the_limit_of_the_fluid_ode():
     from scipy.integrate import solve_ivp
 
     mu, gamma, lam = np.array([2.0, 1.0, 0.5]), np.array([0.2, 0.5, 0.3]), 0.9
-    x, idle, info = idle_uniform_fixed_point(mu, gamma, lam)
+    m = SpeedAware(speeds=tuple(mu), fractions=tuple(gamma), arrival_rate=lam, policy="jiq")
+    root = solve_bracketed(m.idle_equation())
+    idle = root.x
+    x = lam * gamma / (lam + mu * idle)
+    info = {"residual": root.residual}
+    # the J balance equations solved as a system agree with the scalar root
+    assert solve_system(m.balance_equations()).x == pytest.approx(x, abs=1e-13)
 
     def rhs(_t, y):  # arrivals to a uniformly chosen idle server, no waiting
         return lam * (gamma - y) / np.sum(gamma - y) - mu * y
@@ -238,8 +244,9 @@ def test_idle_uniform_fixed_point_is_the_limit_of_the_fluid_ode():
 
 
 def test_fluid_homogeneous_and_speed_aware_order():
-    p = fluid_fixed_point([1.0], [1.0], 0.7, "idle-uniform")
-    assert p.mean_response_time == pytest.approx(1.0, rel=1e-14) and p.idle == pytest.approx(0.3)
+    p = exactq.solve("speed-aware", speeds="1", fractions="1", arrival_rate=0.7, policy="jiq")
+    assert p.value == pytest.approx(1.0, rel=1e-14) and p.info["idle_fraction"] == pytest.approx(0.3)
+    assert p.method == "fluid/idle-uniform" and p.residual < 1e-15
     kw = dict(speeds="3,1", fractions="0.25,0.75", arrival_rate=1.0)
     sa = exactq.solve("speed-aware", policy="sa-jiq", **kw).value
     plain = exactq.solve("speed-aware", policy="jiq", **kw).value
@@ -258,6 +265,25 @@ def test_fluid_method_on_finite_counts_uses_their_fractions():
 
 
 # -- validation and the command line ------------------------------------------------------------
+
+
+def test_the_fluid_solvers_refuse_what_they_do_not_fit():
+    from exactq.catalogue import solve_representation
+    from exactq.errors import NotApplicableError
+
+    two_rows = LinearProgram([1.0, 1.0], [[1.0, 0.0], [0.0, 1.0]], [0.5, 0.5], [1.0, 1.0])
+    assert not two_rows.is_knapsack
+    with pytest.raises(NotApplicableError, match="one equality row"):
+        solve_representation(two_rows, "greedy-fill")
+    assert solve_representation(two_rows).x == pytest.approx([0.5, 0.5])  # HiGHS applies
+    with pytest.raises(ModelError, match="feasible"):
+        greedy_fill(LinearProgram([1.0], [[2.0]], [3.0], [1.0]))
+    with pytest.raises(ModelError, match="sign change"):
+        solve_bracketed(RootProblem(lambda v: v + 1.0, bracket=(0.0, 1.0)))
+    with pytest.raises(ModelError, match="exactly one of bracket"):
+        RootProblem(lambda v: v)
+    with pytest.raises(NotApplicableError, match="starting point"):
+        solve_representation(RootProblem(lambda v: v, bracket=(-1.0, 1.0)), "hybr")
 
 
 def test_limit_instances_offer_only_the_fluid_method():
@@ -318,7 +344,7 @@ def test_cli_solve_json_finite_and_limit():
 
 
 def test_reproduction_table_small():
-    from exactq.models.heterogeneous_repro import speed_aware_table
+    from exactq.reproduce.speed_aware import speed_aware_table
 
     rows = speed_aware_table(ks=(1, 2), loads=(0.6,), policies=("sa-jsq", "random"), tol=1e-6)
     got = {(r["policy"], r["k"]): r for r in rows}
