@@ -80,6 +80,7 @@ def solve(
     lump: bool = True,
     options: dict | None = None,
     time_limit: float | None = None,
+    certify: bool = False,
     **params: Any,
 ) -> Result:
     """Compute a performance measure of a model.
@@ -117,6 +118,11 @@ def solve(
         the last value is returned with its error estimate and an
         :class:`AccuracyWarning` (``info["truncation"]["stopped_by"]`` names the
         budget); with ``strict=True`` it is a :class:`TruncationError`.
+    certify : bool
+        Return ``lower`` and ``upper`` that provably contain the exact value of the
+        finite (or truncated) chain, floating-point rounding included: ball
+        arithmetic for small chains, an a-posteriori M-matrix bound for large ones
+        (:mod:`exactq.solvers.certify`); ``info["certificate"]`` says what it covers.
 
     Returns
     -------
@@ -138,7 +144,8 @@ def solve(
     def verifiable(sp):
         return bool(sp.setting("verify")) or "verify" in sp.options
 
-    if verify and not verifiable(spec) and method in ("auto", None, "") and "ctmc" in type(m).methods:
+    if (verify or certify) and not verifiable(spec) and method in ("auto", None, "") and \
+            "ctmc" in type(m).methods:
         method_name, spec = "ctmc", check_method_for(m, "ctmc")  # verify re-solves the truncated chain
     if not (isinstance(tol, (int, float)) and 0 < tol < 1):
         raise ModelError(f"tol must be in (0, 1); got {tol!r}")
@@ -170,8 +177,12 @@ def solve(
     if spec.driver is not None:
         from .methods import run
 
-        result = run(spec, m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, options=extra)
+        result = run(spec, m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, options=extra,
+                     certify=certify)
     else:
+        if certify:
+            raise NotApplicableError(f"certify applies to the methods that solve a finite chain (ctmc); method "
+                                     f"{method_name!r} was chosen")
         result = spec.fn(m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, **extra)
     result.measure = name
     if not result.seconds:

@@ -38,6 +38,8 @@ __all__ = [
     "register_solver",
     "solve_representation",
     "solvers_for",
+    "register_certifier",
+    "certify_representation",
     "get_model",
     "get_method",
     "model_names",
@@ -220,6 +222,36 @@ def register_solver(representation: type, *, name: str, doc: str, options: tuple
         return fn
 
     return deco
+
+
+#: representation type -> (fn(rep, solution) -> enclosure, doc): the certificates of ``certify=True``
+_CERTIFIERS: dict[type, tuple[Callable[..., Any], str]] = {}
+
+
+def register_certifier(representation: type, *, doc: str):
+    """Decorator: register ``fn(rep, solution) -> enclosure`` as the certificate for a representation type.
+
+    The enclosure has ``expectation(f, g=None) -> (lower, upper)``, an interval that
+    provably contains ``(f . pi) / (g . pi)`` for the exact stationary law of ``rep``.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        old = _CERTIFIERS.get(representation)
+        if old is not None and not _same_definition(old[0], fn):
+            raise ValueError(f"a certifier for {representation.__name__} registered twice")
+        _CERTIFIERS.setdefault(representation, (fn, doc))
+        return fn
+
+    return deco
+
+
+def certify_representation(rep: Any, solution: Any = None) -> Any:
+    """The certified enclosure of ``rep``'s solution (``NotApplicableError`` if none is registered)."""
+    _load()
+    for cls in type(rep).__mro__:
+        if cls in _CERTIFIERS:
+            return _CERTIFIERS[cls][0](rep, solution)
+    raise NotApplicableError(f"no certificate is registered for the {type(rep).__name__} representation")
 
 
 def solvers_for(rep: Any) -> list[SolverSpec]:

@@ -4,7 +4,7 @@
 
     exactq models [--json]
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
-                 [--truncation N] [--time-limit S] [--verify] [--strict] [--no-lump] [--json]
+                 [--truncation N] [--time-limit S] [--verify] [--certify] [--strict] [--no-lump] [--json]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--time-limit S] [--json]
     exactq reproduce NAME [--out DIR] [--full]
 
@@ -56,6 +56,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--time-limit", type=float, metavar="SECONDS",
                    help="stop an adaptive truncation after this long and return the last value with a warning")
     s.add_argument("--verify", action="store_true", help="re-solve at 50 digits with mpmath")
+    s.add_argument("--certify", action="store_true",
+                   help="lower/upper that provably contain the finite chain's exact value (rounding included)")
     s.add_argument("--strict", action="store_true", help="turn accuracy warnings into errors")
     s.add_argument("--no-lump", action="store_true", help="solve the full chain, not the symmetry-lumped one")
     s.add_argument("--option", action="append", default=[], metavar="key=value",
@@ -132,7 +134,9 @@ def _emit(args, model, result, caught) -> None:
             print(f"exactq: warning: {line}", file=sys.stderr)
         bits = [f"method {result.method}"]
         if result.lower is not None or result.upper is not None:
-            bits.append(f"bounds [{_fmt_value(result.lower)}, {_fmt_value(result.upper)}]")
+            kind = "certified bounds" if "certificate" in result.info else "bounds"
+            bits.append(f"{kind} [{result.lower!r}, {result.upper!r}]" if kind.startswith("certified") else
+                        f"{kind} [{_fmt_value(result.lower)}, {_fmt_value(result.upper)}]")
         if result.error_estimate is not None:
             bits.append(f"error estimate {result.error_estimate:.2e}")
         if result.n_states is not None:
@@ -190,6 +194,7 @@ def _cmd_solve(args) -> None:
         warnings.simplefilter("always")
         result = solve(model, args.measure, method=args.method, tol=args.tol, truncation=args.truncation,
                        verify=args.verify, strict=args.strict, lump=not args.no_lump, time_limit=args.time_limit,
+                       certify=args.certify,
                        options={k: _option_value(v) for k, v in _parse_kv(args.option).items()})
     _emit(args, model, result, caught)
 

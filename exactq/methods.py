@@ -20,6 +20,15 @@ the representation's type and structure) and pass the solution to the model's
     The model orchestrates the solves itself (several representations, or formulas
     around one): ``model.<factory>(measure, context)`` with ``context.solve(rep)``;
     with ``context=False`` in the settings, ``model.<factory>(measure)`` (closed forms).
+``bracket``
+    Bounds from comparison systems (:class:`~exactq.representations.bracket.Bracket`)
+    built at a comparison parameter: ``model.<factory>(measure, p)`` (``p=None``: the
+    model's first), ``model.<factory>_measure(measure, bracket, solution)`` an Estimate
+    with ``lower`` and ``upper``. A parameter the model fixes (its attribute named by
+    the ``parameter`` setting) gives one bracket; otherwise ``p`` grows by
+    ``max(1, p // 4)`` up to ``max_parameter`` until the bounds, intersected over every
+    ``p`` tried, are within ``tol`` relative (settings: ``parameter``,
+    ``max_parameter``, ``verify``, ``label``).
 
 Before any driver runs, a model may answer a measure that needs no solve
 (``model.intrinsic_measure(measure)``, e.g. a stability limit) or hand the method to
@@ -29,6 +38,7 @@ is its mean-field limit).
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -36,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from .catalogue import MethodSpec, check_method_for, solve_representation
-from .errors import AccuracyWarning, ModelError
+from .catalogue import MethodSpec, certify_representation, check_method_for, solve_representation
+from .errors import AccuracyWarning, ModelError, NotApplicableError, TruncationError
 from .result import Estimate, Result
 from .truncation import Evaluation, difference, geometric_steps, grow, norm, tail_factor
 
@@ -83,7 +93,7 @@ def _plain(v: Any) -> Any:
 
 
 def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | None, verify: bool,
-        strict: bool, options: dict) -> Result:
+        strict: bool, options: dict, certify: bool = False) -> Result:
     """Run the method ``spec`` on ``model`` for ``measure`` (module docstring)."""
     t0 = time.perf_counter()
     intrinsic = getattr(model, "intrinsic_measure", None)
@@ -98,12 +108,18 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
     other = delegate(spec.name) if callable(delegate) else None
     if other:
         res = run(check_method_for(model, other), model, measure, tol=tol, truncation=truncation,
-                  verify=verify, strict=strict, options=options)
+                  verify=verify, strict=strict, options=options, certify=certify)
         res.info["delegate"] = f"method {spec.name} is answered by method {other} for this model"
         return res
     driver = _DRIVERS[spec.driver]
+    if certify and spec.driver != "adaptive":
+        raise NotApplicableError(f"certify applies to the methods that solve a finite chain (ctmc); method "
+                                 f"{spec.name!r} was chosen")
+    options = dict(options)
+    if certify:
+        options["certify"] = True
     result = driver(spec, model, measure, tol=tol, truncation=truncation, verify=verify, strict=strict,
-                    options=dict(options))
+                    options=options)
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -185,6 +201,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
     uses_previous = spec.setting("previous", False)
     progress = solver_opts.pop("progress", None)
     time_limit = solver_opts.pop("time_limit", None)
+    certify = solver_opts.pop("certify", False)
     max_states = solver_opts.pop("max_states", spec.setting("max_states", MAX_STATES))
 
     def build(level, previous):
@@ -239,7 +256,35 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
     elif verify:
         info["verify"] = _verify(spec, rep_final, est.value, tol, lambda other: _as_estimate(
             measure_fn(measure, rep_final, other)).value)
+    if certify:
+        functional = getattr(model, evaluate_name.replace("_measure", "") + "_functional", None)
+        est = _certify(model, measure, rep_final, sol_final, est, functional, info)
     return _result(label, est, sol_final, rep_final, info)
+
+
+def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict) -> Estimate:
+    """``lower``/``upper`` that provably contain the finite chain's exact value (``certify=True``)."""
+    pair = functional(measure, rep) if callable(functional) else None
+    if pair is None:
+        raise NotApplicableError(f"certify needs the measure as an expectation (or a ratio of two) under the "
+                                 f"stationary law; model {model.name} does not give one for {measure}")
+    if getattr(rep, "Q", None) is None:
+        raise NotApplicableError("certify needs the final chain, which a budget stop released; rerun with a larger "
+                                 "budget or a fixed truncation")
+    f, g = pair
+    enclosure = certify_representation(rep, sol)
+    lower, upper = enclosure.expectation(f, g)
+    truncated = getattr(rep, "truncation", None)
+    covers = "the finite chain with the float64 rates as built (rounding included)"
+    if truncated is not None:
+        covers = (f"the truncated chain (level {truncated.level}, rule {truncated.rule}) with the float64 rates as "
+                  "built (rounding included); the truncation error of the infinite model is the error_estimate, "
+                  "estimated and not certified")
+    info["certificate"] = {"method": enclosure.method, "covers": covers, "lower": lower, "upper": upper,
+                           "relative_width": (upper - lower) / max(abs(lower), abs(upper), 1e-300),
+                           "seconds": enclosure.seconds,
+                           **{k: v for k, v in enclosure.info.items() if isinstance(v, (int, float, str))}}
+    return Estimate(est.value, est.error, lower, upper, est.info)
 
 
 def _verify(spec, rep, value, tol, measure_of) -> dict:
@@ -293,4 +338,58 @@ def _model(spec, model, measure, *, tol, truncation, verify, strict, options) ->
                   upper=est.upper, error_estimate=est.error, info=dict(est.info))
 
 
-_DRIVERS = {"single": _single, "adaptive": _adaptive, "model": _model}
+# --------------------------------------------------------------------------- bracket
+def _bracket(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
+    name = spec.setting("parameter")
+    if truncation is not None:
+        raise ModelError(f"truncation does not apply to method {spec.name!r} (set {name} instead); "
+                         f"got {truncation!r}")
+    options.pop("lump", None)
+    build = getattr(model, spec.requires)
+    evaluate = getattr(model, spec.setting("evaluate", f"{spec.requires}_measure"))
+    opts = _solver_options(spec, options, tol, strict)
+
+    def bounds(p, **extra):
+        rep = build(measure, p)
+        sol = solve_representation(rep, spec.setting("solver"), **{**opts, **extra})
+        return rep, sol, _as_estimate(evaluate(measure, rep, sol))
+
+    fixed = getattr(model, name, None)
+    rep, sol, est = bounds(fixed)
+    lower, upper = est.lower, est.upper
+    info = dict(est.info)
+    if fixed is None:  # grow the parameter; every one gives valid bounds, so intersect them
+        top, history, previous = spec.setting("max_parameter"), [], math.inf
+        while True:
+            p = rep.parameter
+            history.append({name: p, "lower": est.lower, "upper": est.upper})
+            lower, upper = max(lower, est.lower), min(upper, est.upper)
+            width, mid = upper - lower, 0.5 * (lower + upper)
+            if width <= tol * abs(mid) or (mid == 0 and width <= tol):
+                break
+            stalled = est.upper - est.lower >= previous
+            if stalled or p >= top:
+                why = "the width stopped shrinking (rounding margin)" if stalled else f"max {name} {top} reached"
+                msg = f"{spec.name}: relative width {width / abs(mid):.2e} at {name} {p} exceeds rtol={tol:g}; {why}"
+                if strict:
+                    raise TruncationError(msg)
+                warnings.warn(msg, AccuracyWarning, stacklevel=4)
+                break
+            previous = est.upper - est.lower
+            rep, sol, est = bounds(min(p + max(1, p // 4), top))
+        info = dict(est.info)
+        info.update(relative_width=width / abs(mid) if mid else math.inf, history=history, adaptive=True)
+    if verify:
+        second = dict(spec.setting("verify", ()))
+        if not second:
+            raise ModelError(f"verify does not apply to method {spec.name!r}")
+        _, _, other = bounds(rep.parameter, **second)
+        diff = max(abs(other.lower - lower), abs(other.upper - upper))
+        info["verify"] = {**{f"second_{k}": v for k, v in second.items()}, "abs_diff": diff,
+                          "agree": bool(diff <= 1e-9 * max(1.0, abs(upper)))}
+    return Result(value=0.5 * (lower + upper), method=spec.setting("label", spec.name), lower=lower, upper=upper,
+                  residual=getattr(sol, "residual", None), error_estimate=0.5 * (upper - lower),
+                  nit=getattr(sol, "nit", None), info=info)
+
+
+_DRIVERS = {"single": _single, "adaptive": _adaptive, "model": _model, "bracket": _bracket}

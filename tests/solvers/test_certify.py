@@ -1,0 +1,88 @@
+"""Certified enclosures: they contain exact rational values, and the two methods agree."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from exactq.ctmc import CTMC, Event, build_ctmc
+from exactq.errors import ConvergenceError, NotApplicableError, ReducibleError
+from exactq.solvers.certify import ARB_MAX_STATES, enclose_stationary, enclose_stationary_arb
+from exactq.statespace import StateSpace
+
+
+def mmck_chain(lam, mu, c, K):
+    space = StateSpace.box(["n"], hi=[K])
+    return build_ctmc(space, [Event("a", lambda s: (np.full(len(s), float(lam)), s + 1)),
+                              Event("d", lambda s: (float(mu) * np.minimum(s[:, 0], c), s - 1))])
+
+
+def mmck_exact(lam, mu, c, K):
+    """The stationary law in exact rationals (product form)."""
+    lam, mu = Fraction(lam), Fraction(mu)
+    p = [Fraction(1)]
+    for n in range(1, K + 1):
+        p.append(p[-1] * lam / (mu * min(n, c)))
+    total = sum(p)
+    return [x / total for x in p]
+
+
+@pytest.mark.parametrize("method", [enclose_stationary, enclose_stationary_arb])
+@pytest.mark.parametrize("lam, mu, c, K", [(2, 1, 2, 5), (7, 2, 3, 12), (1, 4, 1, 30), (9, 1, 4, 40)])
+def test_enclosure_contains_the_exact_rational_value(method, lam, mu, c, K):
+    chain = mmck_chain(lam, mu, c, K)
+    p = mmck_exact(lam, mu, c, K)
+    e = method(chain)
+    n = chain.states[:, 0]
+    lo, hi = e.expectation(n)
+    exact = sum(k * pk for k, pk in enumerate(p))
+    assert Fraction(lo) <= exact <= Fraction(hi)
+    assert hi - lo <= 1e-12 * float(exact)
+    lo, hi = e.expectation(n == K)  # blocking probability
+    assert Fraction(lo) <= p[K] <= Fraction(hi) and hi - lo <= 1e-12
+    # a ratio of two expectations: the mean number seen by accepted arrivals' time average (Little)
+    lo, hi = e.expectation(n, (n < K).astype(float))
+    exact_ratio = exact / (1 - p[K])
+    assert Fraction(lo) <= exact_ratio <= Fraction(hi)
+
+
+def test_the_two_methods_agree_and_the_float_solution_is_inside():
+    chain = mmck_chain(3.3, 1.1, 3, 60)
+    a, b = enclose_stationary(chain), enclose_stationary_arb(chain)
+    f = chain.states[:, 0] ** 2
+    (la, ha), (lb, hb) = a.expectation(f), b.expectation(f)
+    assert max(la, lb) <= min(ha, hb)  # the intervals overlap
+    assert hb - lb <= ha - la  # ball arithmetic is the tighter one here
+
+
+def test_large_2d_chain_is_certified_tightly():
+    """Two-server JSQ truncated at K = 60: width about 1e-12 relative for E[L]."""
+    K, lam = 60, 1.5
+    space = StateSpace.box(["q1", "q2"], hi=[K, K])
+    s = space.states
+    to1 = np.where(s[:, 0] < s[:, 1], 1.0, np.where(s[:, 0] == s[:, 1], 0.5, 0.0))
+    ev = [Event("a1", lambda x: (lam * to1, x + [1, 0])), Event("a2", lambda x: (lam * (1 - to1), x + [0, 1])),
+          Event("d1", lambda x: (1.0 * (x[:, 0] > 0), x - [1, 0])), Event("d2", lambda x: (1.0 * (x[:, 1] > 0), x - [0, 1]))]
+    chain = build_ctmc(space, ev)
+    e = enclose_stationary(chain)
+    lo, hi = e.expectation(s.sum(axis=1))
+    assert 0 < (hi - lo) / lo < 1e-10
+    with pytest.raises(NotApplicableError, match="dense and limited"):
+        enclose_stationary_arb(chain)
+    assert chain.n_states > ARB_MAX_STATES
+
+
+def test_reducible_chain_is_refused():
+    Q = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    chain = CTMC.from_generator(Q)
+    with pytest.raises(ReducibleError):
+        enclose_stationary(chain)  # the float solve already names the two closed classes
+
+    class Given:  # a float "solution" handed in: the certificate itself must refuse
+        pi = np.array([0.0, 0.5, 0.5])
+
+    with pytest.raises(ConvergenceError, match="singular|could not verify"):
+        enclose_stationary(chain, Given())
