@@ -656,3 +656,13 @@ register_method(
     label="qbd",
     solver_controls=("strict",),
 )
+
+register_method(
+    "qbd",
+    requires="qbd_study",
+    driver="model",
+    doc="matrix-geometric solution(s) of the QBDs a model describes itself by, orchestrated by the model "
+        "(one QBD per value, or one per candidate of an optimum)",
+    options=("tol", "strict", "algorithm", "dps"),
+    label="qbd",
+)
