@@ -600,6 +600,7 @@ class LinearProgram:
     b_eq: np.ndarray
     upper: np.ndarray
     lower: np.ndarray | None = None
+    is_knapsack: bool = field(init=False, repr=False)
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -613,25 +614,22 @@ class LinearProgram:
             raise ModelError(f"A_eq must have shape (len(b_eq), len(cost)) and the bounds len(cost) entries; "
                              f"got cost {c.shape}, A_eq {A.shape}, b_eq {b.shape}, upper {u.shape}, "
                              f"lower {lo.shape}")
-        if not (np.all(np.isfinite(c)) and np.all(np.isfinite(A)) and np.all(np.isfinite(b))
-                and np.all(np.isfinite(lo))):
+        if not np.isfinite(np.concatenate((c, A.ravel(), b, lo))).all():
             raise ModelError("cost, A_eq, b_eq and lower must be finite")
-        if np.any(lo > u) or np.any(np.isnan(u)):
+        if (lo > u).any() or np.isnan(u).any():
             raise ModelError(f"lower must be <= upper; got lower {lo.tolist()}, upper {u.tolist()}")
         for name, value in (("cost", c), ("A_eq", A), ("b_eq", b), ("upper", u), ("lower", lo)):
             value.flags.writeable = False
             set_(self, name, value)
+        # the declared structure, decided once: one positive equality row, positive costs,
+        # lower = 0, finite upper bounds
+        set_(self, "is_knapsack", bool(A.shape[0] == 1 and (A > 0).all() and (c > 0).all() and not lo.any()
+                                       and np.isfinite(u).all()))
 
     @property
     def n_variables(self) -> int:
         """n."""
         return int(self.cost.size)
-
-    @property
-    def is_knapsack(self) -> bool:
-        """One positive equality row, positive costs, lower = 0, finite upper bounds."""
-        return bool(self.A_eq.shape[0] == 1 and np.all(self.A_eq > 0) and np.all(self.cost > 0)
-                    and np.all(self.lower == 0) and np.all(np.isfinite(self.upper)))
 
 
 @dataclass(frozen=True, eq=False)
