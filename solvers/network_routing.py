@@ -210,7 +210,7 @@ def solve_network(problem: NetworkRoutingProblem, *, solver: str = "CLARABEL", s
     >>> round(eq.cost, 6), round(opt.cost, 6), round(eq.cost / opt.cost, 6)
     (2.0, 1.5, 1.333333)
 
-    Two parallel M/M/1 links are the ``ps-routing`` optimum (cost 4 sqrt(2)/3):
+    Two parallel M/M/1 links are the parallel-server optimum of MODELS.md (cost 4 sqrt(2)/3):
 
     >>> import networkx as nx
     >>> g = nx.DiGraph()
