@@ -27,15 +27,13 @@ T. Roughgarden, *Selfish Routing and the Price of Anarchy*, MIT Press, 2005.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from exactq.catalogue import register_solver
-from exactq.errors import AccuracyWarning, ConvergenceError, UnstableError
+from exactq.errors import ConvergenceError, UnstableError
 from exactq.representations.routing import NetworkRoutingProblem, NetworkRoutingSolution
 
-from .routing import solve_program
+from .routing import check_accuracy, solve_program
 
 __all__ = ["solve_network", "POLISH_MAX_UNKNOWNS"]
 
@@ -259,10 +257,5 @@ def solve_network(problem: NetworkRoutingProblem, *, solver: str = "CLARABEL", s
         "path_costs_dual": [[o, d, rate, pc] for (o, d, rate), pc in zip(pairs, path_cost_dual)],
         "cost": cost,
     })
-    if gap > tol:
-        msg = (f"solver {solver} (status {info['status']}): relative gap {gap:.2e} of the network "
-               f"{objective} exceeds tol {tol:g}")
-        if strict or info["status"] != "optimal":
-            raise ConvergenceError(msg)
-        warnings.warn(msg, AccuracyWarning, stacklevel=2)
+    check_accuracy(info, f"relative gap {gap:.2e} of the network {objective}", gap, tol, strict)
     return NetworkRoutingSolution(problem, x, cost, gap, "convex", nit=info["solver_iterations"], info=info)

@@ -67,6 +67,7 @@ __all__ = [
     "kkt_residuals",
     "spare_at_multiplier",
     "solve_program",
+    "check_accuracy",
     "SOLVER_TOLERANCES",
 ]
 
@@ -395,6 +396,22 @@ def solve_program(problem, *, solver="CLARABEL", solver_tol=1e-9, what="program"
     }
 
 
+def check_accuracy(info: dict, what: str, residual: float, tol: float, strict: bool) -> None:
+    """Warn (``AccuracyWarning``) when ``residual > tol``; raise ``ConvergenceError`` instead with
+    ``strict`` or when the solver's status (``info["status"]``) was not ``optimal``.
+
+    Examples
+    --------
+    >>> check_accuracy({"solver": "CLARABEL", "status": "optimal"}, "gap 1e-12", 1e-12, 1e-9, True)
+    """
+    if residual <= tol:
+        return
+    msg = f"solver {info['solver']} (status {info['status']}): {what} exceeds tol {tol:g}"
+    if strict or info["status"] != "optimal":
+        raise ConvergenceError(msg)
+    warnings.warn(msg, AccuracyWarning, stacklevel=4)
+
+
 def _solve_cvxpy(problem: RoutingProblem, solver, solver_tol):
     """Build and solve the cvxpy program; return the spare fractions 1 - rho_i, the
     multiplier(s) and the solver's report."""
@@ -505,12 +522,7 @@ def convex_loads(problem: RoutingProblem, *, solver: str = "CLARABEL", solver_to
                           info=info)
     info.update(checks, multiplier=nu, dispatchers=_dispatchers_label(k), cost=sol.cost,
                 servers_used=sol.servers_used)
-    if residual > tol:
-        msg = (f"solver {solver} (status {info['status']}): KKT residual {residual:.2e} of the "
-               f"{problem.regime} loads exceeds tol {tol:g}")
-        if strict or info["status"] != "optimal":
-            raise ConvergenceError(msg)
-        warnings.warn(msg, AccuracyWarning, stacklevel=3)
+    check_accuracy(info, f"KKT residual {residual:.2e} of the {problem.regime} loads", residual, tol, strict)
     return sol
 
 
