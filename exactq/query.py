@@ -189,7 +189,7 @@ class RewardQuery:
 
 
 #: the operators of :class:`Filter` (PRISM's, less the boolean and per-state ones)
-FILTER_OPS = ("min", "max", "avg", "sum", "first", "state", "range", "count")
+FILTER_OPS = ("min", "max", "avg", "sum", "first", "state", "range")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ and its expected hitting times are expected numbers of steps).
 
 The ``dtmc`` method solves the stationary law of a model's DTMC representation with
 the stationary solvers (:func:`exactq.solvers.stationary.solve_stationary`, on
-``P - I``), with ``verify`` re-solving at 50 digits.
+``P - I``), with ``verify`` re-solving at 50 digits; an infinite model is truncated by
+the one truncation driver (``dtmc(level)``, ``truncation_start``, ``dtmc_size``), as
+the ``ctmc`` method does.
 """
 
 from __future__ import annotations
@@ -173,7 +175,10 @@ register_method(
     "dtmc",
     requires="dtmc",
     driver="adaptive",
-    doc="stationary solve of the model's DTMC (as P - I) with the stationary solvers",
-    options=("solver", "tol", "verify", "strict"),
+    doc="stationary solve of the model's (truncated) DTMC, as P - I, with the stationary solvers; truncation grown "
+        "until the measure converges",
+    options=("solver", "tol", "truncation", "verify", "strict"),
+    start="truncation_start",
+    size="dtmc_size",
     verify=(("solver", "mpmath"),),
 )
