@@ -30,3 +30,18 @@ from .api import solve, check, model  # noqa: F401
 from .catalogue import describe_models, model_names  # noqa: F401
 
 __version__ = "0.1.0"
+
+
+def load_prism(path, constants=None, **options):
+    """Read a PRISM model file (ctmc or dtmc) as a model; see :func:`exactq.prism.load_prism`."""
+    from .prism import load_prism as _load_prism
+
+    return _load_prism(path, constants, **options)
+
+
+def register_model(obj=None, **options):
+    """Add a plug-in model at run time (a Model subclass or a function returning a CTMC); see
+    :func:`exactq.prism.models.register`."""
+    from .prism.models import register as _register
+
+    return _register(obj, **options)

@@ -326,6 +326,42 @@ def _load() -> None:
     import exactq.solvers  # noqa: F401
     import exactq.models  # noqa: F401
 
+    load_entry_points()
+
+
+#: the entry-point group of users' plug-in models (a module, a Model subclass or a function)
+ENTRY_POINT_GROUP = "exactq.models"
+_ENTRY_POINTS_LOADED: list = []
+
+
+def load_entry_points(group: str = ENTRY_POINT_GROUP) -> None:
+    """Load the plug-in models installed under the ``exactq.models`` entry-point group (once).
+
+    An entry point may name a module (importing it registers its models), a
+    :class:`Model` subclass, or a function returning a CTMC (registered under the
+    entry point's name by :func:`exactq.register_model`). One that fails is recorded in
+    :data:`LOAD_ERRORS` and reported by a warning, like a built-in module.
+    """
+    if group in _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED.append(group)
+    import types
+    import warnings
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=group):
+        key = f"entry point {ep.name} = {ep.value}"
+        try:
+            obj = ep.load()
+            if not isinstance(obj, types.ModuleType):
+                from exactq.prism.models import register
+
+                register(obj, name=None if isinstance(obj, type) else ep.name)
+        except Exception as exc:  # noqa: BLE001 -- any failure of a plug-in
+            LOAD_ERRORS[key] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"exactq: plug-in {key} could not be loaded ({LOAD_ERRORS[key]})", RuntimeWarning,
+                          stacklevel=2)
+
 
 def get_model(name: str) -> type:
     """The model class registered as ``name`` (``ModelError`` naming the valid ones)."""

@@ -6,6 +6,8 @@
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
                  [--truncation N] [--time-limit S] [--verify] [--certify] [--strict] [--no-lump] [--json]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--time-limit S] [--json]
+    exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--const N=3,T=10] [--strict] [--json]
+    exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
     exactq reproduce NAME [--out DIR] [--full]
 
 Lists are comma separated (``service_rates=1,2``). Every user error ends with one
@@ -64,14 +66,29 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="a method option (repeatable), e.g. --option solver=SCS for the convex method")
     s.add_argument("--json", action="store_true")
 
-    c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC")
+    c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC, or PRISM properties on a "
+                                     "PRISM file (FILE.sm, FILE.prism, FILE.pm, FILE.tra)")
     c.add_argument("model")
-    c.add_argument("args", nargs="+", metavar="key=value ... QUERY")
+    c.add_argument("args", nargs="*", metavar="key=value ... QUERY")
     c.add_argument("--tol", type=float, default=1e-9)
     c.add_argument("--truncation", type=int)
     c.add_argument("--time-limit", type=float, metavar="SECONDS")
     c.add_argument("--strict", action="store_true")
+    c.add_argument("--const", action="append", metavar="N=3,T=10",
+                   help="values of the undefined constants of a PRISM model and of its properties")
+    c.add_argument("--props", metavar="FILE.csl", help="a PRISM properties file (one property per line)")
     c.add_argument("--json", action="store_true")
+
+    e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab) or Matrix "
+                                      "Market")
+    e.add_argument("model")
+    e.add_argument("params", nargs="*", metavar="key=value")
+    e.add_argument("--format", required=True, choices=("prism-explicit", "mtx"))
+    e.add_argument("--out", metavar="PREFIX", help="path without extension (default: the model's name)")
+    e.add_argument("--truncation", type=int, help="the truncation level of an infinite model")
+    e.add_argument("--const", action="append", metavar="N=3,T=10", help="constants of a PRISM model")
+    e.add_argument("--strict", action="store_true")
+    e.add_argument("--json", action="store_true")
 
     r = sub.add_parser("reproduce", help="re-create a seed paper's tables and figures")
     r.add_argument("name", nargs="?", help="omit to list the reproductions")
@@ -215,6 +232,12 @@ def _option_value(text: str):
 def _cmd_check(args) -> None:
     from .api import check, model as build
 
+    if _is_prism(args.model):
+        return _cmd_check_prism(args)
+    if args.const or args.props:
+        raise _UsageError(f"--const and --props apply to PRISM files; {args.model!r} is a model name")
+    if not args.args:
+        raise _UsageError("the following arguments are required: key=value ... QUERY")
     *kv, query = args.args
     model = build(args.model, **_parse_kv(kv))
     with warnings.catch_warnings(record=True) as caught:
@@ -222,6 +245,142 @@ def _cmd_check(args) -> None:
         result = check(model, query, tol=args.tol, truncation=args.truncation, strict=args.strict,
                        time_limit=args.time_limit)
     _emit(args, model, result, caught)
+
+
+def _is_prism(name: str) -> bool:
+    from .prism.models import is_prism_path
+
+    return is_prism_path(name)
+
+
+def _load_file_model(args):
+    from .prism import load_explicit, load_prism
+
+    if args.model.endswith(".tra"):
+        if args.const:
+            raise _UsageError("--const applies to PRISM model files, not to explicit .tra files")
+        return load_explicit(args.model)
+    return load_prism(args.model, args.const, strict=args.strict)
+
+
+def _cmd_check_prism(args) -> None:
+    """``exactq check FILE.sm 'PROPERTY' ... [--props FILE] [--const ...]``: one answer per property."""
+    from .api import check_properties
+
+    kv = [a for a in args.args if _KV.match(a) and "[" not in a]
+    if kv:
+        raise _UsageError(f"give the constants of a PRISM file with --const; got {kv[0]!r}")
+    if args.truncation is not None:
+        raise _UsageError("--truncation does not apply to a PRISM file (its chain is finite)")
+    texts = [(a, "property") for a in args.args]
+    if args.props:
+        try:
+            with open(args.props, encoding="utf-8") as fh:
+                texts.append((fh.read(), args.props))
+        except OSError as exc:
+            raise _UsageError(f"cannot read the properties file {args.props}: {exc.strerror or exc}") from None
+    if not texts:
+        raise _UsageError("give a PRISM property ('P=? [ F \"done\" ]') or --props FILE")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = _load_file_model(args)
+        model.built  # build once; its warnings (deadlocks) belong to every answer
+    build_warnings = [str(w.message) for w in caught]
+    for text, source in texts:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results = check_properties(model, text, strict=args.strict, source_name=source)
+        _emit_prism(args, model, results, build_warnings + [str(w.message) for w in caught])
+        build_warnings = [] if not args.json else build_warnings
+
+
+def _emit_prism(args, model, results, warn_lines) -> None:
+    for line in ([] if args.json else warn_lines):
+        print(f"exactq: warning: {line}", file=sys.stderr)
+    for result in results:
+        d = result.to_dict()
+        info = d.get("info", {})
+        if args.json:
+            payload = {
+                "model": model.path,
+                "params": _params_json(model),
+                "property": info.pop("property_name", None),
+                "measure": d.pop("measure"),
+                "method": d.pop("method"),
+                "value": d.pop("value"),
+                "lower": d.pop("lower"),
+                "upper": d.pop("upper"),
+                "n_states": d.pop("n_states"),
+                "n_transitions": info.pop("n_transitions", None),
+                "build_seconds": info.pop("build_seconds", None),
+                "solve_seconds": info.pop("solve_seconds", None),
+                "seconds": d.pop("seconds"),
+            }
+            payload.update(d)
+            payload["warnings"] = warn_lines
+            print(json.dumps(payload, default=str))
+            continue
+        bits = [f"method {result.method}"]
+        if result.error_estimate is not None:
+            bits.append(f"error estimate {result.error_estimate:.2e}")
+        bits.append(f"{result.n_states} states, {info.get('n_transitions')} transitions")
+        bits.append(f"build {info.get('build_seconds', 0.0):.3g} s, solve {info.get('solve_seconds', 0.0):.3g} s")
+        name = info.get("property_name")
+        label = f'"{name}": ' if name else ""
+        print(f"{label}{result.measure} = {_fmt_value(result.value)}  ({', '.join(bits)})")
+        for key in ("infinite", "filter"):
+            if key in info:
+                print(f"  {key}: {info[key]}")
+
+
+def _cmd_export(args) -> None:
+    """``exactq export MODEL params --format prism-explicit|mtx [--out PREFIX]``."""
+    import os
+
+    from .prism.explicit import write_explicit, write_mtx
+
+    bool_vars = ()
+    rewards = None
+    if _is_prism(args.model):
+        if args.params:
+            raise _UsageError(f"give the constants of a PRISM file with --const; got {args.params[0]!r}")
+        model = _load_file_model(args)
+        chain = model.built.chain
+        info = getattr(model, "info", None)
+        if info is not None:
+            bool_vars = [v.name for v in info.variables if v.type == "bool"]
+        name = os.path.splitext(os.path.basename(args.model))[0]
+    else:
+        from .api import model as build
+
+        if args.const:
+            raise _UsageError(f"--const applies to PRISM files; {args.model!r} is a model name")
+        model = build(args.model, **_parse_kv(args.params))
+        factory = "ctmc" if model.offers("ctmc") else ("dtmc" if model.offers("dtmc") else None)
+        if factory is None:
+            raise _UsageError(f"model {model.name} has no CTMC or DTMC representation to export")
+        if getattr(model, "is_infinite", False) and args.truncation is None:
+            raise _UsageError(f"model {model.name} is infinite; give --truncation N (the level of the exported "
+                              "chain)")
+        if not getattr(model, "is_infinite", False) and args.truncation is not None:
+            raise _UsageError(f"model {model.name} is finite; --truncation does not apply")
+        chain = getattr(model, factory)(args.truncation)
+        name = model.name
+    prefix = args.out or name
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if args.format == "mtx":
+            files = [write_mtx(chain, prefix if prefix.endswith(".mtx") else prefix + ".mtx")]
+        else:
+            files = write_explicit(chain, prefix, bool_vars=bool_vars, rewards=rewards)
+    if args.json:
+        print(json.dumps({"model": name, "format": args.format, "files": files, "n_states": int(chain.n_states),
+                          "warnings": [str(w.message) for w in caught]}))
+    else:
+        for w in caught:
+            print(f"exactq: warning: {w.message}", file=sys.stderr)
+        for f in files:
+            print(f)
 
 
 def _cmd_reproduce(args) -> None:
@@ -242,7 +401,7 @@ def main(argv=None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         args = parser.parse_args(argv)
-        {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check,
+        {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
          "reproduce": _cmd_reproduce}[args.command](args)
     except _UsageError as e:
         print(f"exactq: error: {e}", file=sys.stderr)

@@ -1,0 +1,153 @@
+"""Tokens of the PRISM language, with the line and column of each, and the errors of the front end.
+
+The lexer follows the PRISM manual ("The PRISM Language", "Property Specification"):
+identifiers, integer and double literals (``1``, ``0.5``, ``.5``, ``1e-3``), quoted
+names (``"done"``), the operators of commands and expressions (``-> ' .. => <=> <= >=
+!= & | ! ? :``), ``//`` and ``/* ... */`` comments. CRLF, CR and LF line endings are all
+accepted (columns count characters from 1, lines from 1).
+
+Every error of the front end is one line that says where: ``tandem.sm, line 3, column
+14: expected ';' to end the command; got 'endmodule'``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+
+from exactq.errors import ModelError, NotApplicableError, QuerySyntaxError
+
+__all__ = [
+    "Token",
+    "Source",
+    "tokenize",
+    "PrismSyntaxError",
+    "PrismUnsupportedError",
+    "PrismModelError",
+    "PrismWarning",
+    "warn",
+]
+
+
+class PrismSyntaxError(QuerySyntaxError):
+    """A malformed PRISM model or property: the message gives the line, the column and what was expected."""
+
+
+class PrismUnsupportedError(NotApplicableError):
+    """A construct PRISM accepts but exactq does not (MDPs, PTAs, nondeterminism, ...): one line naming it."""
+
+
+class PrismModelError(ModelError):
+    """A well-formed PRISM file whose meaning is wrong (types, undefined names, ranges, deadlocks in strict mode)."""
+
+
+class PrismWarning(RuntimeWarning):
+    """Something PRISM also warns about (deadlocks fixed by self-loops)."""
+
+
+def warn(message: str) -> None:
+    """Issue a :class:`PrismWarning` (the command line prints it as ``exactq: warning: ...``)."""
+    warnings.warn(message, PrismWarning, stacklevel=3)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The text being read and the name to report (a file name, or ``property``)."""
+
+    name: str
+    text: str
+
+    def at(self, line: int, col: int) -> str:
+        single = "\n" not in self.text.strip("\n")
+        if single and line == 1:
+            return f"{self.name}, column {col}" if self.name else f"column {col}"
+        return f"{self.name}, line {line}, column {col}" if self.name else f"line {line}, column {col}"
+
+    def syntax_error(self, line: int, col: int, message: str) -> PrismSyntaxError:
+        err = PrismSyntaxError(f"{self.at(line, col)}: {message}")
+        err.line, err.column = line, col
+        return err
+
+    def unsupported(self, line: int, col: int, message: str) -> PrismUnsupportedError:
+        err = PrismUnsupportedError(f"{self.at(line, col)}: {message}")
+        err.line, err.column = line, col
+        return err
+
+    def model_error(self, line: int, col: int, message: str) -> PrismModelError:
+        err = PrismModelError(f"{self.at(line, col)}: {message}")
+        err.line, err.column = line, col
+        return err
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: ``kind`` in {ident, int, double, string, op, eof}; ``line``/``col`` 1-based."""
+
+    kind: str
+    text: str
+    line: int
+    col: int
+
+    def describe(self) -> str:
+        return "the end of the file" if self.kind == "eof" else repr(self.text)
+
+
+_TOKEN_RE = re.compile(
+    r"""
+     (?P<ws>[ \t\f\v]+)
+    |(?P<nl>\n)
+    |(?P<comment>//[^\n]*)
+    |(?P<block>/\*)
+    |(?P<double>(?:\d+\.(?!\.)\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
+    |(?P<int>\d+)
+    |(?P<ident>[A-Za-z_][A-Za-z_0-9]*)
+    |(?P<string>"[^"\n]*")
+    |(?P<op>\|\|\||\|\||<=>|=>|->|<=|>=|!=|\.\.|[-+*/&|!?:;,()\[\]{}<>='^%.])
+    """,
+    re.VERBOSE,
+)
+
+
+def tokenize(source: Source) -> list[Token]:
+    """Split the source into tokens (whitespace and comments dropped; an ``eof`` token last).
+
+    Raises
+    ------
+    PrismSyntaxError
+        For a character that starts no token or an unterminated ``/*`` comment.
+
+    Examples
+    --------
+    >>> [t.text for t in tokenize(Source("m", "x'=x+1; // done"))]
+    ['x', "'", '=', 'x', '+', '1', ';', '']
+    >>> tokenize(Source("m", "a\\r\\n  b"))[1].line, tokenize(Source("m", "a\\r\\n  b"))[1].col
+    (2, 3)
+    """
+    text = source.text.replace("\r\n", "\n").replace("\r", "\n")
+    tokens: list[Token] = []
+    pos, line, line_start, n = 0, 1, 0, len(text)
+    while pos < n:
+        m = _TOKEN_RE.match(text, pos)
+        col = pos - line_start + 1
+        if m is None:
+            raise source.syntax_error(line, col, f"unexpected character {text[pos]!r}")
+        kind = m.lastgroup
+        if kind == "nl":
+            line, line_start = line + 1, m.end()
+        elif kind == "block":
+            end = text.find("*/", m.end())
+            if end < 0:
+                raise source.syntax_error(line, col, "the comment '/*' is never closed by '*/'")
+            chunk = text[pos:end + 2]
+            breaks = chunk.count("\n")
+            if breaks:
+                line += breaks
+                line_start = pos + chunk.rfind("\n") + 1
+            pos = end + 2
+            continue
+        elif kind not in ("ws", "comment"):
+            tokens.append(Token(kind, m.group(), line, col))
+        pos = m.end()
+    tokens.append(Token("eof", "", line, pos - line_start + 1))
+    return tokens

@@ -1,0 +1,847 @@
+"""Meaning of a parsed PRISM file: constants, formulas, renaming, types, and vectorised evaluation.
+
+:func:`analyse` turns a :class:`~exactq.prism.syntax.ModelFile` into a
+:class:`ModelInfo`: the variables (globals first, then each module's, in the order of
+the file, as PRISM orders them), the modules with their commands, the reward
+structures and labels, all with their expressions *compiled* into vectorised
+evaluators (:class:`Compiled`).
+
+The steps follow PRISM's own (``ModulesFile.tidyUp``): formulas are expanded first
+(they are macros, so a renamed module sees the renamed variables of its formulas),
+then modules defined by renaming are copied with a simultaneous substitution of the
+renamed identifiers and actions, then constants are evaluated in dependency order
+(undefined ones come from the user), then every identifier is resolved and every
+expression type-checked (``int``, ``double``, ``bool``: ``/`` is real division,
+``floor``/``ceil``/``round`` are integers, ``mod`` is the non-negative integer
+remainder, ``log(x, b)`` the logarithm to base ``b``).
+
+A compiled expression is evaluated on an :class:`EvalContext`: the columns of a whole
+array of states (one integer column per variable). Constants are folded at compile
+time, so an evaluation is a few numpy operations on whole columns, never a loop over
+states.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .lexer import PrismModelError, Source
+from .syntax import (
+    Binary, Call, CommandNode, ConstDecl, Expr, Ident, Ite, LabelRef, Literal, ModelFile, ModuleNode,
+    QueryNode, FilterNode, RenamedModuleNode, RewardItem, RewardsNode, Unary, UpdateNode, Assign, VarDecl,
+)
+
+__all__ = ["Compiled", "EvalContext", "Symbols", "ModelInfo", "analyse", "compile_expr", "evaluate_constants",
+           "expand_formulas"]
+
+
+# ============================================================================ evaluation
+class EvalContext:
+    """The columns of an array of states, with a memo of evaluated sub-expressions.
+
+    Parameters
+    ----------
+    states : (n, d) ndarray of int
+        One row per state, one column per variable (booleans as 0/1).
+    labels : mapping, optional
+        Per-state boolean arrays of built-in labels (``"init"``, ``"deadlock"``).
+    """
+
+    __slots__ = ("states", "n", "_cols", "_bools", "labels", "memo")
+
+    def __init__(self, states: np.ndarray, labels=None):
+        self.states = states
+        self.n = states.shape[0]
+        self._cols: dict = {}
+        self._bools: dict = {}
+        self.labels = labels or {}
+        self.memo: dict = {}
+
+    def col(self, j: int) -> np.ndarray:
+        c = self._cols.get(j)
+        if c is None:
+            c = self._cols[j] = np.ascontiguousarray(self.states[:, j])
+        return c
+
+    def bcol(self, j: int) -> np.ndarray:
+        c = self._bools.get(j)
+        if c is None:
+            c = self._bools[j] = self.col(j) != 0
+        return c
+
+    def subset(self, rows: np.ndarray) -> "EvalContext":
+        """The context of the rows ``rows`` (columns gathered lazily)."""
+        sub = _SubContext(self, rows)
+        return sub
+
+
+class _SubContext(EvalContext):
+    __slots__ = ("parent", "rows")
+
+    def __init__(self, parent: EvalContext, rows: np.ndarray):
+        self.parent, self.rows = parent, rows
+        self.states = None
+        self.n = len(rows)
+        self._cols, self._bools, self.memo = {}, {}, {}
+        self.labels = {k: v[rows] for k, v in parent.labels.items()}
+
+    def col(self, j: int) -> np.ndarray:
+        c = self._cols.get(j)
+        if c is None:
+            c = self._cols[j] = self.parent.col(j)[self.rows]
+        return c
+
+
+@dataclass
+class Compiled:
+    """A type-checked expression: a folded constant or a vectorised function of the state columns.
+
+    ``eval(ctx)`` returns a Python scalar (constant) or an ``(ctx.n,)`` array; ``full(ctx)``
+    always returns an array.
+    """
+
+    type: str
+    text: str
+    line: int
+    col: int
+    value: object = None
+    fn: object = None
+
+    @property
+    def const(self) -> bool:
+        return self.fn is None
+
+    def eval(self, ctx: EvalContext):
+        return self.value if self.fn is None else self.fn(ctx)
+
+    def full(self, ctx: EvalContext) -> np.ndarray:
+        v = self.eval(ctx)
+        dtype = bool if self.type == "bool" else (np.int64 if self.type == "int" else float)
+        if np.ndim(v) == 0:
+            return np.full(ctx.n, v, dtype=dtype)
+        return np.asarray(v, dtype=dtype)
+
+
+_NP_TYPE = {"int": np.int64, "double": np.float64, "bool": np.bool_}
+
+
+def _num_type(*types: str) -> str:
+    return "int" if all(t == "int" for t in types) else "double"
+
+
+# ============================================================================ symbols
+@dataclass
+class VarInfo:
+    name: str
+    type: str
+    lo: int
+    hi: int
+    init: object  # int, or None when an init...endinit block gives the initial states
+    module: str | None
+    index: int
+    line: int
+    col: int
+
+
+@dataclass
+class Symbols:
+    """What identifiers mean: constants (values), variables (columns), formulas and labels (expressions)."""
+
+    source: Source
+    constants: dict = field(default_factory=dict)  # name -> (type, value)
+    variables: dict = field(default_factory=dict)  # name -> VarInfo
+    formulas: dict = field(default_factory=dict)  # name -> (Expr, line, col)
+    labels: dict = field(default_factory=dict)  # name -> (Expr, line, col)
+    builtin_labels: tuple = ()
+    allow_labels: bool = False
+
+    def error(self, node, message: str) -> PrismModelError:
+        return self.source.model_error(getattr(node, "line", 0) or 1, getattr(node, "col", 0) or 1, message)
+
+
+def compile_expr(expr: Expr, sym: Symbols, *, source: Source | None = None, _stack=()) -> Compiled:
+    """Type-check and compile an expression (formulas expanded, constants folded).
+
+    Raises
+    ------
+    PrismModelError
+        For an unknown identifier, a type error or a constant fault (division by zero),
+        naming the position.
+
+    Examples
+    --------
+    >>> from exactq.prism.syntax import parse_model_text
+    >>> from exactq.prism.lexer import Source
+    >>> src = Source("m", "")
+    >>> sym = Symbols(src, constants={"N": ("int", 4)},
+    ...               variables={"x": VarInfo("x", "int", 0, 9, 0, "M", 0, 1, 1)})
+    >>> e = parse_model_text("ctmc module M x:[0..9]; [] x < N -> x/2 : (x'=x+1); endmodule").modules[0]
+    >>> g = compile_expr(e.commands[0].guard, sym)
+    >>> g.type, g.full(EvalContext(np.array([[3], [4]]))).tolist()
+    ('bool', [True, False])
+    """
+    src = source or sym.source
+    return _Compiler(sym, src, _stack).compile(expr)
+
+
+class _Compiler:
+    def __init__(self, sym: Symbols, src: Source, stack):
+        self.sym, self.src, self.stack = sym, src, tuple(stack)
+
+    def err(self, node, message: str) -> PrismModelError:
+        return self.src.model_error(node.line or 1, node.col or 1, message)
+
+    def const(self, node, type_: str, value) -> Compiled:
+        return Compiled(type_, str(node), node.line, node.col, value=value)
+
+    def compile(self, node: Expr) -> Compiled:
+        if isinstance(node, Literal):
+            return self.const(node, node.type, node.value)
+        if isinstance(node, Ident):
+            return self.ident(node)
+        if isinstance(node, LabelRef):
+            return self.label(node)
+        if isinstance(node, Unary):
+            return self.unary(node)
+        if isinstance(node, Binary):
+            return self.binary(node)
+        if isinstance(node, Ite):
+            return self.ite(node)
+        if isinstance(node, Call):
+            return self.call(node)
+        if isinstance(node, (QueryNode, FilterNode)):
+            raise self.err(node, f"the query '{node}' cannot be used inside an expression (nested queries are "
+                           "outside the supported fragment)")
+        raise self.err(node, f"unsupported expression {node}")  # pragma: no cover
+
+    def ident(self, node: Ident) -> Compiled:
+        name = node.name
+        sym = self.sym
+        if name in sym.variables:
+            v = sym.variables[name]
+            j = v.index
+            if v.type == "bool":
+                return Compiled("bool", name, node.line, node.col, fn=lambda ctx, j=j: ctx.bcol(j))
+            return Compiled("int", name, node.line, node.col, fn=lambda ctx, j=j: ctx.col(j))
+        if name in sym.constants:
+            type_, value = sym.constants[name]
+            if value is None:
+                raise self.err(node, f"constant {name!r} has no value; give it with --const {name}=VALUE")
+            return self.const(node, type_, value)
+        if name in sym.formulas:
+            if name in self.stack:
+                raise self.err(node, f"formula {name!r} is defined in terms of itself "
+                               f"({' -> '.join(self.stack + (name,))})")
+            expr = sym.formulas[name][0]
+            inner = _Compiler(sym, self.src, self.stack + (name,)).compile(expr)
+            return inner
+        raise self.err(node, f"unknown identifier {name!r}" + _hint(name, sym))
+
+    def label(self, node: LabelRef) -> Compiled:
+        sym = self.sym
+        name = node.name
+        if not sym.allow_labels:
+            raise self.err(node, f'the label "{name}" cannot be used here (labels are for properties)')
+        if name in sym.labels:
+            key = "label:" + name
+            if key in self.stack:
+                raise self.err(node, f'label "{name}" is defined in terms of itself')
+            return _Compiler(sym, self.src, self.stack + (key,)).compile(sym.labels[name][0])
+        if name in sym.builtin_labels:
+            return Compiled("bool", str(node), node.line, node.col, fn=lambda ctx, name=name: ctx.labels[name])
+        known = sorted(set(sym.labels) | set(sym.builtin_labels))
+        raise self.err(node, f'unknown label "{name}"; valid: {", ".join(chr(34) + k + chr(34) for k in known)}')
+
+    def unary(self, node: Unary) -> Compiled:
+        a = self.compile(node.arg)
+        if node.op == "!":
+            self.need(a, "bool", node, "the operand of '!'")
+            return self.fold(node, "bool", np.logical_not, a)
+        self.need_num(a, node, "the operand of unary '-'")
+        return self.fold(node, a.type, np.negative, a)
+
+    def need(self, c: Compiled, type_: str, node, role: str) -> None:
+        if c.type != type_:
+            raise self.err(node, f"type error: {role} must be {type_}; got the {c.type} expression '{c.text}'")
+
+    def need_num(self, c: Compiled, node, role: str) -> None:
+        if c.type == "bool":
+            raise self.err(node, f"type error: {role} must be a number; got the bool expression '{c.text}'")
+
+    def fold(self, node, type_: str, op, *args: Compiled) -> Compiled:
+        """Apply a numpy ufunc-like ``op`` to the operands, folding when all are constant."""
+        if all(a.const for a in args):
+            with np.errstate(all="ignore"):
+                v = op(*[a.value for a in args])
+            return self.const(node, type_, _scalar(v, type_, self, node))
+        fns = [a.fn if not a.const else (lambda ctx, v=a.value: v) for a in args]
+        if len(fns) == 1:
+            f0 = fns[0]
+            return Compiled(type_, str(node), node.line, node.col, fn=lambda ctx: op(f0(ctx)))
+        if len(fns) == 2:
+            f0, f1 = fns
+            return Compiled(type_, str(node), node.line, node.col, fn=lambda ctx: op(f0(ctx), f1(ctx)))
+        return Compiled(type_, str(node), node.line, node.col, fn=lambda ctx: op(*[f(ctx) for f in fns]))
+
+    def binary(self, node: Binary) -> Compiled:
+        op = node.op
+        a, b = self.compile(node.left), self.compile(node.right)
+        if op in ("&", "|", "=>", "<=>"):
+            self.need(a, "bool", node.left, f"the left operand of '{op}'")
+            self.need(b, "bool", node.right, f"the right operand of '{op}'")
+            f = {"&": np.logical_and, "|": np.logical_or,
+                 "=>": lambda x, y: np.logical_or(np.logical_not(x), y), "<=>": np.equal}[op]
+            return self.fold(node, "bool", f, a, b)
+        if op in ("=", "!="):
+            if (a.type == "bool") != (b.type == "bool"):
+                raise self.err(node, f"type error: '{op}' compares the {a.type} '{a.text}' with the {b.type} "
+                               f"'{b.text}'")
+            return self.fold(node, "bool", np.equal if op == "=" else np.not_equal, a, b)
+        self.need_num(a, node.left, f"the left operand of '{op}'")
+        self.need_num(b, node.right, f"the right operand of '{op}'")
+        if op in ("<", "<=", ">", ">="):
+            f = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}[op]
+            return self.fold(node, "bool", f, a, b)
+        if op == "/":
+            return self.fold(node, "double", lambda x, y: np.true_divide(x, y), a, b)
+        f = {"+": np.add, "-": np.subtract, "*": np.multiply}[op]
+        return self.fold(node, _num_type(a.type, b.type), f, a, b)
+
+    def ite(self, node: Ite) -> Compiled:
+        c, a, b = self.compile(node.cond), self.compile(node.then), self.compile(node.other)
+        self.need(c, "bool", node.cond, "the condition of 'c ? a : b'")
+        if (a.type == "bool") != (b.type == "bool"):
+            raise self.err(node, f"type error: the branches of 'c ? a : b' are {a.type} and {b.type}")
+        type_ = "bool" if a.type == "bool" else _num_type(a.type, b.type)
+        if c.const:
+            chosen = a if c.value else b
+            if chosen.type != type_ and type_ == "double":
+                return self.fold(node, "double", lambda x: np.asarray(x, dtype=float), chosen)
+            return chosen
+        return self.fold(node, type_, np.where, c, a, b)
+
+    def call(self, node: Call) -> Compiled:
+        name = node.fn
+        args = [self.compile(a) for a in node.args]
+        for k, a in enumerate(args):
+            self.need_num(a, node.args[k], f"argument {k + 1} of {name}()")
+        if name in ("min", "max"):
+            f = np.minimum if name == "min" else np.maximum
+            type_ = _num_type(*(a.type for a in args))
+            out = args[0]
+            if len(args) == 1:
+                return out
+            for a in args[1:]:
+                out = self.fold(node, type_, f, out, a)
+            return out
+        if name in ("floor", "ceil", "round"):
+            f = {"floor": np.floor, "ceil": np.ceil, "round": lambda x: np.floor(np.add(x, 0.5))}[name]
+            if args[0].type == "int":
+                return args[0]
+            return self.fold(node, "int", lambda x: _to_int(f(x)), args[0])
+        if name == "pow":
+            if args[0].type == "int" and args[1].type == "int":
+                def ipow(x, y, node=node):
+                    if np.any(np.asarray(y) < 0):
+                        raise self.err(node, f"pow({node.args[0]}, {node.args[1]}) has a negative integer "
+                                       "exponent")
+                    return np.power(x, y)
+                return self.fold(node, "int", ipow, *args)
+            return self.fold(node, "double", lambda x, y: np.power(np.asarray(x, dtype=float), y), *args)
+        if name == "mod":
+            for k, a in enumerate(args):
+                if a.type != "int":
+                    raise self.err(node.args[k], f"type error: argument {k + 1} of mod() must be int; got the "
+                                   f"{a.type} expression '{a.text}'")
+
+            def imod(x, y, node=node):
+                if np.any(np.asarray(y) == 0):
+                    raise self.err(node, f"mod({node.args[0]}, {node.args[1]}): modulo by zero")
+                return np.mod(x, y)
+            return self.fold(node, "int", imod, *args)
+        if name == "log":
+            return self.fold(node, "double", lambda x, b: np.log(np.asarray(x, dtype=float)) / np.log(b), *args)
+        raise self.err(node, f"unknown function {name!r}")  # pragma: no cover (the parser checks)
+
+
+def _to_int(x):
+    a = np.asarray(x)
+    if a.ndim == 0:
+        return int(a) if np.isfinite(a) else a
+    return a.astype(np.int64)
+
+
+def _scalar(v, type_: str, comp: _Compiler, node):
+    """A folded constant as a Python scalar; a constant fault is an error at its position."""
+    v = np.asarray(v)
+    if type_ == "bool":
+        return bool(v)
+    if type_ == "int":
+        return int(v)
+    f = float(v)
+    if not math.isfinite(f):
+        raise comp.err(node, f"the constant expression '{node}' is not finite (division by zero or overflow)")
+    return f
+
+
+def _hint(name: str, sym: Symbols) -> str:
+    import difflib
+
+    pool = list(sym.variables) + list(sym.constants) + list(sym.formulas)
+    close = difflib.get_close_matches(name, pool, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ============================================================================ formulas, renaming
+def expand_formulas(expr, formulas: dict, src: Source, _stack=()):
+    """``expr`` with every formula identifier replaced by the formula's (expanded) body."""
+    if isinstance(expr, Ident):
+        if expr.name in formulas:
+            if expr.name in _stack:
+                raise src.model_error(expr.line, expr.col, f"formula {expr.name!r} is defined in terms of itself "
+                                      f"({' -> '.join(_stack + (expr.name,))})")
+            return expand_formulas(formulas[expr.name][0], formulas, src, _stack + (expr.name,))
+        return expr
+    return _map_children(expr, lambda e: expand_formulas(e, formulas, src, _stack))
+
+
+def _map_children(expr, f):
+    if isinstance(expr, (Literal, Ident, LabelRef)) or expr is None:
+        return expr
+    if isinstance(expr, Unary):
+        return Unary(expr.op, f(expr.arg), expr.line, expr.col)
+    if isinstance(expr, Binary):
+        return Binary(expr.op, f(expr.left), f(expr.right), expr.line, expr.col)
+    if isinstance(expr, Ite):
+        return Ite(f(expr.cond), f(expr.then), f(expr.other), expr.line, expr.col)
+    if isinstance(expr, Call):
+        return Call(expr.fn, [f(a) for a in expr.args], expr.line, expr.col)
+    return expr
+
+
+def _rename_expr(expr, mapping: dict):
+    if isinstance(expr, Ident):
+        return Ident(mapping.get(expr.name, expr.name), expr.line, expr.col)
+    return _map_children(expr, lambda e: _rename_expr(e, mapping))
+
+
+def _rename_module(base: ModuleNode, node: RenamedModuleNode, mapping: dict) -> ModuleNode:
+    ren = lambda e: None if e is None else _rename_expr(e, mapping)  # noqa: E731
+    decls = [VarDecl(mapping.get(d.name, d.name), d.type, ren(d.lo), ren(d.hi), ren(d.init), d.line, d.col)
+             for d in base.decls]
+    commands = []
+    for c in base.commands:
+        ups = [UpdateNode(ren(u.prob), [Assign(mapping.get(a.var, a.var), ren(a.expr), a.line, a.col)
+                                        for a in u.assigns], u.line, u.col) for u in c.updates]
+        action = None if c.action is None else mapping.get(c.action, c.action)
+        commands.append(CommandNode(action, ren(c.guard), ups, c.line, c.col, node.name))
+    return ModuleNode(node.name, decls, commands, node.line, node.col)
+
+
+# ============================================================================ constants
+def evaluate_constants(decls: list, given: dict, sym: Symbols, src: Source, *, required: bool = True) -> dict:
+    """Values of constant declarations (in dependency order), undefined ones from ``given``.
+
+    Returns name -> (type, value); a value is ``None`` only when ``required`` is False and
+    the constant has no value (an unused property constant).
+    """
+    table = {d.name: d for d in decls}
+    out: dict = {}
+    state: dict = {}
+
+    def value_of(name, at):
+        if name in out:
+            return out[name]
+        d = table[name]
+        if state.get(name) == "busy":
+            raise src.model_error(d.line, d.col, f"constant {name!r} is defined in terms of itself")
+        state[name] = "busy"
+        if d.expr is None:
+            if name in given:
+                v = _coerce_given(name, d.type, given[name], src, d)
+            elif required:
+                missing = [n for n, dd in table.items() if dd.expr is None and n not in given]
+                raise src.model_error(d.line, d.col, f"constant{'s' if len(missing) > 1 else ''} "
+                                      f"{', '.join(missing)} {'have' if len(missing) > 1 else 'has'} no value; "
+                                      f"give {'them' if len(missing) > 1 else 'it'} with --const "
+                                      f"{','.join(m + '=VALUE' for m in missing)}")
+            else:
+                v = None
+        else:
+            if name in given:
+                raise src.model_error(d.line, d.col, f"constant {name!r} is defined in the file ({d.expr}); "
+                                      "--const cannot override it")
+            # the dependencies first
+            for dep in _idents(d.expr):
+                if dep in table and dep not in out:
+                    value_of(dep, d)
+            local = Symbols(src, constants={**sym.constants, **out}, formulas=sym.formulas)
+            c = compile_expr(d.expr, local)
+            if not c.const:
+                raise src.model_error(d.line, d.col, f"the definition of constant {name!r} is not constant "
+                                      f"('{d.expr}' reads a variable)")
+            v = _coerce_defined(name, d.type, c, src, d)
+        out[name] = (d.type, v)
+        state[name] = "done"
+        return out[name]
+
+    for d in decls:
+        value_of(d.name, d)
+    return out
+
+
+def _idents(expr) -> list:
+    found = []
+
+    def walk(e):
+        if isinstance(e, Ident):
+            found.append(e.name)
+        elif isinstance(e, Unary):
+            walk(e.arg)
+        elif isinstance(e, Binary):
+            walk(e.left), walk(e.right)
+        elif isinstance(e, Ite):
+            walk(e.cond), walk(e.then), walk(e.other)
+        elif isinstance(e, Call):
+            for a in e.args:
+                walk(a)
+    walk(expr)
+    return found
+
+
+def _coerce_defined(name, type_, c: Compiled, src, d):
+    if type_ == "bool":
+        if c.type != "bool":
+            raise src.model_error(d.line, d.col, f"type error: constant {name!r} is bool; its definition is "
+                                  f"{c.type}")
+        return bool(c.value)
+    if c.type == "bool":
+        raise src.model_error(d.line, d.col, f"type error: constant {name!r} is {type_}; its definition is bool")
+    if type_ == "int":
+        if c.type != "int":
+            raise src.model_error(d.line, d.col, f"type error: constant {name!r} is int; its definition "
+                                  f"'{d.expr}' is double (declare it 'const double')")
+        return int(c.value)
+    return float(c.value)
+
+
+def _coerce_given(name, type_, raw, src, d):
+    text = str(raw).strip()
+    if type_ == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise PrismModelError(f"--const {name}={raw}: constant {name!r} is bool; give true or false")
+    if type_ == "int":
+        if isinstance(raw, (int, np.integer)) and not isinstance(raw, bool):
+            return int(raw)
+        try:
+            return int(text)
+        except ValueError:
+            raise PrismModelError(f"--const {name}={raw}: constant {name!r} is int; give an integer") from None
+    try:
+        v = float(raw) if isinstance(raw, (int, float)) else float(text)
+    except ValueError:
+        raise PrismModelError(f"--const {name}={raw}: constant {name!r} is double; give a number") from None
+    if not math.isfinite(v):
+        raise PrismModelError(f"--const {name}={raw}: constant {name!r} must be finite")
+    return v
+
+
+# ============================================================================ the model
+@dataclass
+class UpdateInfo:
+    prob: Compiled | None
+    assigns: list  # (var index, Compiled)
+    line: int
+    col: int
+
+
+@dataclass
+class CommandInfo:
+    module: str
+    action: str | None
+    guard: Compiled
+    updates: list
+    line: int
+    col: int
+    text: str
+
+    def where(self, src: Source) -> str:
+        act = f"[{self.action}]" if self.action else "[]"
+        return f"the command {act} of module {self.module} at {src.at(self.line, self.col)}"
+
+
+@dataclass
+class ModuleInfo:
+    name: str
+    commands: list
+    alphabet: list
+
+
+@dataclass
+class RewardInfo:
+    name: str | None
+    state_items: list  # (guard, value)
+    trans_items: list  # (action or "", guard, value)
+
+
+@dataclass
+class ModelInfo:
+    """A PRISM model ready to be built (see the module docstring)."""
+
+    source: Source
+    kind: str
+    variables: list
+    modules: list
+    actions: list
+    rewards: list
+    labels: dict  # name -> Compiled
+    init: Compiled | None
+    constants: dict  # name -> (type, value)
+    symbols: Symbols
+    undefined: tuple = ()
+
+    @property
+    def names(self) -> list:
+        return [v.name for v in self.variables]
+
+
+def analyse(mf: ModelFile, constants: dict | None = None, *, extra_constants=()) -> ModelInfo:
+    """Check and compile a parsed model file (see the module docstring).
+
+    ``constants`` gives values to the undefined constants; ``extra_constants`` names
+    given constants that belong to a properties file (so they are not reported as
+    unknown here).
+    """
+    src = mf.source
+    given = dict(constants or {})
+    if mf.type is None:
+        first = mf.modules[0] if mf.modules else None
+        line, col = (first.line, first.col) if first else (1, 1)
+        raise src.unsupported(line, col, "the file names no model type; PRISM then reads it as an MDP, which is "
+                              "outside the supported fragment: put 'ctmc' or 'dtmc' at the top")
+    if not mf.modules:
+        raise src.model_error(1, 1, "the model has no module")
+    # constants -------------------------------------------------------------------------
+    names_seen: dict = {}
+
+    def claim(name, what, line, col):
+        if name in names_seen:
+            raise src.model_error(line, col, f"{what} {name!r} clashes with the {names_seen[name]} of the same name")
+        names_seen[name] = what
+
+    for d in mf.constants:
+        claim(d.name, "constant", d.line, d.col)
+    for name, (_, line, col) in mf.formulas.items():
+        claim(name, "formula", line, col)
+    unknown = [k for k in given if k not in {d.name for d in mf.constants} and k not in extra_constants]
+    if unknown:
+        undefined = [d.name for d in mf.constants if d.expr is None]
+        raise PrismModelError(f"--const {unknown[0]}: the model has no constant {unknown[0]!r}"
+                              f" (undefined constants: {', '.join(undefined) or 'none'})")
+    base_sym = Symbols(src, formulas=mf.formulas)
+    const_values = evaluate_constants(mf.constants, {k: v for k, v in given.items()
+                                                     if k in {d.name for d in mf.constants}}, base_sym, src)
+    # formulas and renaming -------------------------------------------------------------
+    expand = lambda e: None if e is None else expand_formulas(e, mf.formulas, src)  # noqa: E731
+    plain: dict = {}
+    modules: list = []
+    for m in mf.modules:
+        if isinstance(m, ModuleNode):
+            mod = ModuleNode(m.name, [VarDecl(d.name, d.type, expand(d.lo), expand(d.hi), expand(d.init), d.line,
+                                              d.col) for d in m.decls],
+                             [CommandNode(c.action, expand(c.guard),
+                                          [UpdateNode(expand(u.prob), [Assign(a.var, expand(a.expr), a.line, a.col)
+                                                                       for a in u.assigns], u.line, u.col)
+                                           for u in c.updates], c.line, c.col, c.module) for c in m.commands],
+                             m.line, m.col)
+        else:
+            base = plain.get(m.base)
+            if base is None:
+                raise src.model_error(m.line, m.col, f"module {m.name!r} renames module {m.base!r}, which is not "
+                                      "defined before it")
+            mapping = {}
+            for old, new, line, col in m.renames:
+                if old in mapping:
+                    raise src.model_error(line, col, f"identifier {old!r} is renamed twice in module {m.name!r}")
+                if old in mf.formulas:
+                    raise src.model_error(line, col, f"formula {old!r} cannot be renamed (formulas are expanded "
+                                          "before module renaming)")
+                mapping[old] = new
+            mod = _rename_module(base, m, mapping)
+        if mod.name in plain:
+            raise src.model_error(m.line, m.col, f"module {mod.name!r} is defined twice")
+        plain[mod.name] = mod
+        modules.append(mod)
+    # variables -------------------------------------------------------------------------
+    sym = Symbols(src, constants=const_values, formulas={})
+    variables: list = []
+    decls = [(d, None) for d in mf.globals] + [(d, m.name) for m in modules for d in m.decls]
+    owner_of: dict = {}
+    for d, owner in decls:
+        if d.name in owner_of:
+            other = owner_of[d.name]
+            where = "a global" if other is None else f"module {other}"
+            raise src.model_error(d.line, d.col, f"variable {d.name!r} is declared twice (in {where} and in "
+                                  f"{'a global' if owner is None else 'module ' + owner}); a renamed module must "
+                                  "rename every local variable")
+        if d.name in const_values or d.name in mf.formulas:
+            raise src.model_error(d.line, d.col, f"variable {d.name!r} clashes with the "
+                                  f"{'constant' if d.name in const_values else 'formula'} of the same name")
+        owner_of[d.name] = owner
+        if d.type == "bool":
+            lo, hi = 0, 1
+        else:
+            lo = _const_int(d.lo, sym, src, f"the lower bound of {d.name}")
+            hi = _const_int(d.hi, sym, src, f"the upper bound of {d.name}")
+            if lo > hi:
+                raise src.model_error(d.line, d.col, f"variable {d.name!r} has the empty range [{lo}..{hi}]")
+        init = None
+        if d.init is not None:
+            if mf.init is not None:
+                raise src.model_error(d.line, d.col, f"variable {d.name!r} has an initial value and the model has "
+                                      "an 'init ... endinit' block; use one or the other")
+            c = compile_expr(d.init, sym)
+            if not c.const:
+                raise src.model_error(d.line, d.col, f"the initial value of {d.name!r} must be constant")
+            if d.type == "bool":
+                if c.type != "bool":
+                    raise src.model_error(d.line, d.col, f"type error: the initial value of bool variable "
+                                          f"{d.name!r} is {c.type}")
+                init = int(bool(c.value))
+            else:
+                if c.type != "int":
+                    raise src.model_error(d.line, d.col, f"type error: the initial value of int variable "
+                                          f"{d.name!r} is {c.type}")
+                init = int(c.value)
+                if not lo <= init <= hi:
+                    raise src.model_error(d.line, d.col, f"the initial value {init} of {d.name!r} is outside its "
+                                          f"range [{lo}..{hi}]")
+        elif mf.init is None:
+            init = lo
+        variables.append(VarInfo(d.name, d.type, lo, hi, init, owner, len(variables), d.line, d.col))
+    sym.variables = {v.name: v for v in variables}
+    # commands --------------------------------------------------------------------------
+    minfo: list = []
+    actions: list = []
+    for m in modules:
+        commands = []
+        alphabet: list = []
+        for c in m.commands:
+            commands.append(_command(c, m.name, sym, src, mf.type))
+            if c.action is not None and c.action not in alphabet:
+                alphabet.append(c.action)
+            if c.action is not None and c.action not in actions:
+                actions.append(c.action)
+        minfo.append(ModuleInfo(m.name, commands, alphabet))
+    # system ----------------------------------------------------------------------------
+    if mf.system is not None:
+        listed = [n for n, _, _ in mf.system]
+        for name, line, col in mf.system:
+            if name not in plain:
+                raise src.model_error(line, col, f"system names module {name!r}, which is not defined")
+            if listed.count(name) > 1:
+                raise src.model_error(line, col, f"system names module {name!r} twice")
+        missing = [m.name for m in modules if m.name not in listed]
+        if missing:
+            _, line, col = mf.system[0]
+            raise src.model_error(line, col, f"system leaves out module{'s' if len(missing) > 1 else ''} "
+                                  f"{', '.join(missing)}; every module must appear once")
+    # rewards, labels, init -------------------------------------------------------------
+    rewards = []
+    names = set()
+    for r in mf.rewards:
+        if r.name is not None:
+            if r.name in names:
+                raise src.model_error(r.line, r.col, f'reward structure "{r.name}" is defined twice')
+            names.add(r.name)
+        state_items, trans_items = [], []
+        for it in r.items:
+            g = expand_formulas(it.guard, mf.formulas, src)
+            v = expand_formulas(it.value, mf.formulas, src)
+            gc, vc = compile_expr(g, sym), compile_expr(v, sym)
+            if gc.type != "bool":
+                raise src.model_error(it.line, it.col, f"type error: the guard of a reward item must be bool; got "
+                                      f"'{gc.text}'")
+            if vc.type == "bool":
+                raise src.model_error(it.line, it.col, f"type error: a reward must be a number; got '{vc.text}'")
+            if it.action is None:
+                state_items.append((gc, vc))
+            else:
+                if it.action and it.action not in actions:
+                    raise src.model_error(it.line, it.col, f"the reward item's action {it.action!r} labels no "
+                                          f"command (actions: {', '.join(actions) or 'none'})")
+                trans_items.append((it.action, gc, vc))
+        rewards.append(RewardInfo(r.name, state_items, trans_items))
+    label_sym = Symbols(src, constants=const_values, variables=sym.variables, formulas=mf.formulas,
+                        labels=mf.labels, builtin_labels=("init", "deadlock"), allow_labels=True)
+    labels = {}
+    for name, (expr, line, col) in mf.labels.items():
+        c = compile_expr(expr, label_sym)
+        if c.type != "bool":
+            raise src.model_error(line, col, f'type error: label "{name}" must be bool; got the {c.type} '
+                                  f"expression '{c.text}'")
+        labels[name] = c
+    init = None
+    if mf.init is not None:
+        init = compile_expr(expand_formulas(mf.init, mf.formulas, src), sym)
+        if init.type != "bool":
+            raise src.model_error(mf.init.line, mf.init.col, "type error: 'init ... endinit' must be bool")
+    label_sym.constants = const_values
+    return ModelInfo(src, mf.type, variables, minfo, actions, rewards, labels, init, const_values, label_sym)
+
+
+def _const_int(expr, sym, src, role) -> int:
+    c = compile_expr(expr, sym)
+    if not c.const:
+        raise src.model_error(expr.line, expr.col, f"{role} must be constant; got '{expr}'")
+    if c.type != "int":
+        raise src.model_error(expr.line, expr.col, f"type error: {role} must be int; got the {c.type} '{expr}'")
+    return int(c.value)
+
+
+def _command(c: CommandNode, module: str, sym: Symbols, src: Source, kind: str) -> CommandInfo:
+    guard = compile_expr(c.guard, sym)
+    if guard.type != "bool":
+        raise src.model_error(c.guard.line, c.guard.col, f"type error: the guard must be bool; got the {guard.type} "
+                              f"expression '{guard.text}'")
+    updates = []
+    what = "rate" if kind == "ctmc" else "probability"
+    for u in c.updates:
+        prob = None
+        if u.prob is not None:
+            prob = compile_expr(u.prob, sym)
+            if prob.type == "bool":
+                raise src.model_error(u.prob.line, u.prob.col, f"type error: the {what} of an update must be a "
+                                      f"number; got the bool expression '{prob.text}'")
+        assigns = []
+        seen = set()
+        for a in u.assigns:
+            v = sym.variables.get(a.var)
+            if v is None:
+                raise src.model_error(a.line, a.col, f"the update assigns {a.var!r}, which is not a variable" +
+                                      _hint(a.var, sym))
+            if v.module is not None and v.module != module:
+                raise src.model_error(a.line, a.col, f"module {module} assigns variable {a.var!r} of module "
+                                      f"{v.module}; only the owning module may write it")
+            if a.var in seen:
+                raise src.model_error(a.line, a.col, f"variable {a.var!r} is assigned twice in one update")
+            seen.add(a.var)
+            e = compile_expr(a.expr, sym)
+            if v.type == "bool" and e.type != "bool":
+                raise src.model_error(a.line, a.col, f"type error: bool variable {a.var!r} is assigned the {e.type} "
+                                      f"expression '{e.text}'")
+            if v.type == "int" and e.type != "int":
+                raise src.model_error(a.line, a.col, f"type error: int variable {a.var!r} is assigned the {e.type} "
+                                      f"expression '{e.text}'")
+            assigns.append((v.index, e))
+        updates.append(UpdateInfo(prob, assigns, u.line, u.col))
+    text = f"[{c.action or ''}] {c.guard} -> " + " + ".join(
+        (f"{u.prob} : " if u.prob is not None else "") + (" & ".join(f"({a.var}'={a.expr})" for a in u.assigns)
+                                                          or "true") for u in c.updates)
+    return CommandInfo(module, c.action, guard, updates, c.line, c.col, text)

@@ -1,0 +1,1053 @@
+"""The syntax tree of PRISM model and property files, and the recursive-descent parser.
+
+The grammar is the Markov-chain fragment of the PRISM language (the PRISM manual,
+"The PRISM Language" and "Property Specification"):
+
+* model type ``ctmc``/``stochastic`` or ``dtmc``/``probabilistic``;
+* ``const`` (``int``, ``double``, ``bool``, untyped = ``int``; with or without a value),
+  ``global`` variables, ``formula``, ``label``, ``init ... endinit``;
+* modules with bounded integer and boolean variables and guarded commands
+  ``[act] guard -> r1 : (x'=e) & (y'=f) + r2 : ... ;``, module renaming
+  ``module M2 = M1 [ x1 = x2, a = b ] endmodule``;
+* ``rewards "name" ... endrewards`` with state and action items;
+* ``system M1 || M2 || ... endsystem`` (plain parallel composition only);
+* expressions with PRISM's precedence: ``? :``, ``=>``, ``<=>``, ``|``, ``&``, ``!``,
+  ``= !=``, ``< <= > >=``, ``+ -``, ``* /``, unary ``-``; the functions ``min``,
+  ``max``, ``floor``, ``ceil``, ``round``, ``pow``, ``mod``, ``log``.
+
+Properties: ``S=? [ φ ]``, ``P=? [ path ]`` with ``F``, ``G``, ``X``, ``U`` and time
+bounds ``<=t``, ``<t``, ``>=t``, ``>t``, ``[t1,t2]``, ``R{"r"}=? [ S | C<=t | I=t | F φ ]``,
+the exactq-native ``E=? [ e ]`` and ``T=? [ F φ ]``, ``filter(op, prop, states)``, names
+``"name": ...``, and ``const``/``label``/``formula`` declarations in properties files.
+
+Constructs that PRISM accepts but that are outside this fragment (model types mdp,
+pta, pomdp, ...; clocks, invariants, observables; ``|||``, ``|[a]|``, hiding and
+renaming in ``system``; ``Pmin``/``Pmax``; probability thresholds) are refused with
+:class:`~exactq.prism.lexer.PrismUnsupportedError`, one line naming the construct and
+its position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .lexer import Source, Token, tokenize
+
+__all__ = [
+    "Expr", "Literal", "Ident", "LabelRef", "Unary", "Binary", "Ite", "Call",
+    "Bound", "PathFormula", "RewardPath", "QueryNode", "FilterNode",
+    "ConstDecl", "VarDecl", "Assign", "UpdateNode", "CommandNode", "ModuleNode", "RenamedModuleNode",
+    "RewardItem", "RewardsNode", "ModelFile", "PropertyNode", "PropertiesFile",
+    "parse_model_text", "parse_properties_text", "FUNCTIONS",
+]
+
+#: functions of PRISM expressions: name -> (min, max) number of arguments (None: any)
+FUNCTIONS = {"min": (1, None), "max": (1, None), "floor": (1, 1), "ceil": (1, 1), "round": (1, 1),
+             "pow": (2, 2), "mod": (2, 2), "log": (2, 2)}
+
+SUPPORTED_TYPES = {"ctmc": "ctmc", "stochastic": "ctmc", "dtmc": "dtmc", "probabilistic": "dtmc"}
+UNSUPPORTED_TYPES = {"mdp", "nondeterministic", "pta", "pomdp", "popta", "ctmdp", "smg", "csg", "tsg", "lts",
+                     "idtmc", "imdp", "ipomdp"}
+RESERVED = {
+    "bool", "clock", "const", "ctmc", "double", "dtmc", "endinit", "endinvariant", "endmodule", "endobservables",
+    "endrewards", "endsystem", "endplayer", "false", "formula", "global", "init", "int", "invariant", "label",
+    "mdp", "module", "nondeterministic", "observable", "observables", "player", "probabilistic", "pta", "pomdp",
+    "popta", "rewards", "stochastic", "system", "true", "filter", "func", "rate",
+}
+
+
+# ============================================================================ expressions
+class Expr:
+    """Base of expression nodes; ``line``/``col`` locate the node's first token."""
+
+    __slots__ = ("line", "col")
+    prec = 100
+
+    def _wrap(self, child: "Expr", strict: bool = False) -> str:
+        s = str(child)
+        return f"({s})" if child.prec < self.prec or (strict and child.prec == self.prec) else s
+
+
+class Literal(Expr):
+    __slots__ = ("value", "type")
+
+    def __init__(self, value, type_: str, line: int = 0, col: int = 0):
+        self.value, self.type, self.line, self.col = value, type_, line, col
+
+    def __str__(self):
+        if self.type == "bool":
+            return "true" if self.value else "false"
+        return repr(self.value) if self.type == "double" else str(self.value)
+
+
+class Ident(Expr):
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, line: int = 0, col: int = 0):
+        self.name, self.line, self.col = name, line, col
+
+    def __str__(self):
+        return self.name
+
+
+class LabelRef(Expr):
+    """A quoted label ``"name"`` (or a property name in a properties file)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, line: int = 0, col: int = 0):
+        self.name, self.line, self.col = name, line, col
+
+    def __str__(self):
+        return f'"{self.name}"'
+
+
+class Unary(Expr):
+    __slots__ = ("op", "arg", "prec")
+
+    def __init__(self, op: str, arg: Expr, line: int = 0, col: int = 0):
+        self.op, self.arg, self.line, self.col = op, arg, line, col
+        self.prec = 7 if op == "!" else 12
+
+    def __str__(self):
+        return f"{self.op}{self._wrap(self.arg)}"
+
+
+_BINARY_PREC = {"=>": 2, "<=>": 3, "|": 4, "&": 5, "=": 8, "!=": 8, "<": 9, "<=": 9, ">": 9, ">=": 9,
+                "+": 10, "-": 10, "*": 11, "/": 11}
+
+
+class Binary(Expr):
+    __slots__ = ("op", "left", "right", "prec")
+
+    def __init__(self, op: str, left: Expr, right: Expr, line: int = 0, col: int = 0):
+        self.op, self.left, self.right, self.line, self.col = op, left, right, line, col
+        self.prec = _BINARY_PREC[op]
+
+    def __str__(self):
+        return f"{self._wrap(self.left)} {self.op} {self._wrap(self.right, strict=True)}"
+
+
+class Ite(Expr):
+    __slots__ = ("cond", "then", "other")
+    prec = 1
+
+    def __init__(self, cond: Expr, then: Expr, other: Expr, line: int = 0, col: int = 0):
+        self.cond, self.then, self.other, self.line, self.col = cond, then, other, line, col
+
+    def __str__(self):
+        return f"{self._wrap(self.cond, strict=True)} ? {self._wrap(self.then)} : {self._wrap(self.other)}"
+
+
+class Call(Expr):
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: str, args: list, line: int = 0, col: int = 0):
+        self.fn, self.args, self.line, self.col = fn, args, line, col
+
+    def __str__(self):
+        return f"{self.fn}({', '.join(str(a) for a in self.args)})"
+
+
+# ----------------------------------------------------------------------------- properties
+@dataclass
+class Bound:
+    """A time (or step) bound: ``<=u``, ``<u``, ``>=l``, ``>l``, ``[l,u]`` or ``=t``."""
+
+    lower: Expr | None = None
+    upper: Expr | None = None
+    lower_strict: bool = False
+    upper_strict: bool = False
+    text: str = ""
+
+    def __str__(self):
+        return self.text
+
+
+@dataclass
+class PathFormula:
+    """``F φ``, ``G φ``, ``X φ``, ``φ1 U φ2`` (``left`` is None for F, G, X), with an optional bound."""
+
+    kind: str
+    left: Expr | None
+    right: Expr
+    bound: Bound | None
+    line: int = 0
+    col: int = 0
+
+    def __str__(self):
+        b = str(self.bound) if self.bound else ""
+        if self.left is None:
+            return f"{self.kind}{b} {self.right}"
+        return f"{self.left} {self.kind}{b} {self.right}"
+
+
+@dataclass
+class RewardPath:
+    """``S``, ``C<=t``, ``I=t`` or ``F φ`` inside ``R=? [ ... ]``."""
+
+    kind: str
+    time: Expr | None = None
+    target: Expr | None = None
+    line: int = 0
+    col: int = 0
+
+    def __str__(self):
+        if self.kind == "S":
+            return "S"
+        if self.kind == "C":
+            return f"C<={self.time}"
+        if self.kind == "I":
+            return f"I={self.time}"
+        return f"F {self.target}"
+
+
+class QueryNode(Expr):
+    """``P=? [ path ]``, ``S=? [ φ ]``, ``R{"r"}=? [ ... ]``, ``E=? [ e ]`` or ``T=? [ F φ ]``."""
+
+    __slots__ = ("op", "reward", "body", "old_filter")
+
+    def __init__(self, op: str, body, reward=None, old_filter=None, line: int = 0, col: int = 0):
+        self.op, self.body, self.reward, self.old_filter, self.line, self.col = op, body, reward, old_filter, line, col
+
+    def __str__(self):
+        r = "" if self.reward is None else (f'{{"{self.reward}"}}' if isinstance(self.reward, str)
+                                            else f"{{{self.reward}}}")
+        return f"{self.op}{r}=? [ {self.body} ]"
+
+
+class FilterNode(Expr):
+    __slots__ = ("op", "prop", "states")
+
+    def __init__(self, op: str, prop: Expr, states: Expr | None, line: int = 0, col: int = 0):
+        self.op, self.prop, self.states, self.line, self.col = op, prop, states, line, col
+
+    def __str__(self):
+        tail = "" if self.states is None else f", {self.states}"
+        return f"filter({self.op}, {self.prop}{tail})"
+
+
+# ============================================================================ model files
+@dataclass
+class ConstDecl:
+    name: str
+    type: str
+    expr: Expr | None
+    line: int
+    col: int
+
+
+@dataclass
+class VarDecl:
+    name: str
+    type: str  # "int" or "bool"
+    lo: Expr | None
+    hi: Expr | None
+    init: Expr | None
+    line: int
+    col: int
+
+
+@dataclass
+class Assign:
+    var: str
+    expr: Expr
+    line: int
+    col: int
+
+
+@dataclass
+class UpdateNode:
+    prob: Expr | None
+    assigns: list
+    line: int
+    col: int
+
+
+@dataclass
+class CommandNode:
+    action: str | None
+    guard: Expr
+    updates: list
+    line: int
+    col: int
+    module: str = ""
+
+
+@dataclass
+class ModuleNode:
+    name: str
+    decls: list
+    commands: list
+    line: int
+    col: int
+
+
+@dataclass
+class RenamedModuleNode:
+    name: str
+    base: str
+    renames: list  # (old, new, line, col)
+    line: int
+    col: int
+
+
+@dataclass
+class RewardItem:
+    action: str | None  # None: a state item; "": unlabelled transitions; else the action
+    guard: Expr
+    value: Expr
+    line: int
+    col: int
+
+
+@dataclass
+class RewardsNode:
+    name: str | None
+    items: list
+    line: int
+    col: int
+
+
+@dataclass
+class ModelFile:
+    source: Source
+    type: str | None = None
+    type_pos: tuple = (1, 1)
+    constants: list = field(default_factory=list)
+    globals: list = field(default_factory=list)
+    formulas: dict = field(default_factory=dict)  # name -> (expr, line, col)
+    labels: dict = field(default_factory=dict)  # name -> (expr, line, col)
+    modules: list = field(default_factory=list)
+    rewards: list = field(default_factory=list)
+    init: Expr | None = None
+    system: list | None = None  # module names in the system, with positions
+
+
+@dataclass
+class PropertyNode:
+    name: str | None
+    expr: Expr
+    text: str
+    line: int
+    col: int
+
+
+@dataclass
+class PropertiesFile:
+    source: Source
+    constants: list = field(default_factory=list)
+    formulas: dict = field(default_factory=dict)
+    labels: dict = field(default_factory=dict)
+    properties: list = field(default_factory=list)
+
+
+# ============================================================================ the parser
+class _Parser:
+    def __init__(self, source: Source, properties: bool = False):
+        self.src = source
+        self.toks = tokenize(source)
+        self.i = 0
+        self.properties = properties
+        self.query_depth = 0
+
+    # -- tokens ----------------------------------------------------------------
+    def peek(self, k: int = 0) -> Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def next(self) -> Token:
+        tok = self.toks[self.i]
+        if tok.kind != "eof":
+            self.i += 1
+        return tok
+
+    def at(self, *texts: str, k: int = 0) -> bool:
+        tok = self.peek(k)
+        return tok.kind in ("op", "ident") and tok.text in texts
+
+    def accept(self, text: str) -> Token | None:
+        if self.at(text):
+            return self.next()
+        return None
+
+    def prev_text(self) -> str:
+        return self.toks[self.i - 1].text if self.i > 0 else ""
+
+    def error(self, expected: str, tok: Token | None = None, after: str | None = None):
+        tok = tok or self.peek()
+        prev = self.prev_text() if after is None else after
+        where = f" after {prev!r}" if prev else ""
+        got = tok.describe() if tok.kind != "eof" or self.src.name != "property" else "the end of the property"
+        return self.src.syntax_error(tok.line, tok.col, f"expected {expected}{where}; got {got}")
+
+    def expect(self, text: str, expected: str | None = None) -> Token:
+        if self.at(text):
+            return self.next()
+        raise self.error(expected or repr(text))
+
+    def ident(self, what: str = "an identifier") -> Token:
+        tok = self.peek()
+        if tok.kind != "ident":
+            raise self.error(what)
+        if tok.text in RESERVED:
+            raise self.src.syntax_error(tok.line, tok.col, f"expected {what}; got the keyword {tok.text!r}")
+        return self.next()
+
+    def string(self, what: str) -> Token:
+        tok = self.peek()
+        if tok.kind != "string":
+            raise self.error(what)
+        return self.next()
+
+    def unsupported(self, tok: Token, message: str):
+        return self.src.unsupported(tok.line, tok.col, message)
+
+    # -- expressions -------------------------------------------------------------
+    def expression(self) -> Expr:
+        return self.ternary()
+
+    def ternary(self) -> Expr:
+        cond = self.implies()
+        if self.at("?"):
+            self.next()
+            then = self.ternary()
+            self.expect(":", "':' of the conditional 'c ? a : b'")
+            other = self.ternary()
+            return Ite(cond, then, other, cond.line, cond.col)
+        return cond
+
+    def implies(self) -> Expr:
+        left = self.iff()
+        if self.at("=>"):
+            self.next()
+            right = self.implies()
+            return Binary("=>", left, right, left.line, left.col)
+        return left
+
+    def iff(self) -> Expr:
+        left = self.disjunction()
+        while self.at("<=>"):
+            self.next()
+            left = Binary("<=>", left, self.disjunction(), left.line, left.col)
+        return left
+
+    def disjunction(self) -> Expr:
+        left = self.conjunction()
+        while self.at("|"):
+            self.next()
+            left = Binary("|", left, self.conjunction(), left.line, left.col)
+        if self.at("||") and not self.in_system:
+            tok = self.peek()
+            raise self.src.syntax_error(tok.line, tok.col, "'||' is parallel composition (system ... endsystem); "
+                                        "disjunction is '|'")
+        return left
+
+    in_system = False
+
+    def conjunction(self) -> Expr:
+        left = self.negation()
+        while self.at("&"):
+            self.next()
+            left = Binary("&", left, self.negation(), left.line, left.col)
+        return left
+
+    def negation(self) -> Expr:
+        if self.at("!"):
+            tok = self.next()
+            return Unary("!", self.negation(), tok.line, tok.col)
+        return self.equality()
+
+    def equality(self) -> Expr:
+        left = self.relational()
+        while self.at("=", "!="):
+            op = self.next().text
+            left = Binary(op, left, self.relational(), left.line, left.col)
+        return left
+
+    def relational(self) -> Expr:
+        left = self.additive()
+        while self.at("<", "<=", ">", ">="):
+            op = self.next().text
+            left = Binary(op, left, self.additive(), left.line, left.col)
+        return left
+
+    def additive(self) -> Expr:
+        left = self.multiplicative()
+        while self.at("+", "-"):
+            op = self.next().text
+            left = Binary(op, left, self.multiplicative(), left.line, left.col)
+        return left
+
+    def multiplicative(self) -> Expr:
+        left = self.unary()
+        while self.at("*", "/"):
+            op = self.next().text
+            left = Binary(op, left, self.unary(), left.line, left.col)
+        return left
+
+    def unary(self) -> Expr:
+        if self.at("-"):
+            tok = self.next()
+            arg = self.unary()
+            if isinstance(arg, Literal) and arg.type != "bool":
+                return Literal(-arg.value, arg.type, tok.line, tok.col)
+            return Unary("-", arg, tok.line, tok.col)
+        return self.atom()
+
+    def atom(self) -> Expr:
+        tok = self.peek()
+        if tok.kind == "int":
+            self.next()
+            return Literal(int(tok.text), "int", tok.line, tok.col)
+        if tok.kind == "double":
+            self.next()
+            return Literal(float(tok.text), "double", tok.line, tok.col)
+        if tok.kind == "string":
+            self.next()
+            return LabelRef(tok.text[1:-1], tok.line, tok.col)
+        if tok.kind == "ident":
+            if tok.text in ("true", "false"):
+                self.next()
+                return Literal(tok.text == "true", "bool", tok.line, tok.col)
+            if self.properties and self._is_query_start():
+                return self.query()
+            if self.properties and tok.text == "filter" and self.at("(", k=1):
+                return self.filter()
+            if tok.text in ("A", "E") and self.at("[", k=1):
+                raise self.unsupported(tok, f"the path quantifier '{tok.text} [ ... ]' (CTL) is outside the "
+                                       "supported fragment; use P=? [ ... ]")
+            if tok.text == "func" and self.at("(", k=1):
+                raise self.unsupported(tok, "'func(...)' is outside the supported fragment; write the function "
+                                       "directly, e.g. min(a, b)")
+            if self.at("(", k=1) and tok.text in FUNCTIONS:
+                return self.call()
+            if self.at("(", k=1):
+                self.next()
+                raise self.src.syntax_error(tok.line, tok.col, f"unknown function {tok.text!r}; valid: "
+                                            f"{', '.join(sorted(FUNCTIONS))}")
+            if tok.text in RESERVED:
+                raise self.src.syntax_error(tok.line, tok.col, f"expected an expression; got the keyword "
+                                            f"{tok.text!r}")
+            self.next()
+            return Ident(tok.text, tok.line, tok.col)
+        if self.at("("):
+            self.next()
+            inner = self.expression()
+            self.expect(")", "')'")
+            return inner
+        raise self.error("an expression")
+
+    def call(self) -> Expr:
+        name = self.next()
+        self.next()  # "("
+        args = [self.expression()]
+        while self.accept(","):
+            args.append(self.expression())
+        self.expect(")", "',' or ')'")
+        lo, hi = FUNCTIONS[name.text]
+        if len(args) < lo or (hi is not None and len(args) > hi):
+            want = f"{lo}" if lo == hi else f"at least {lo}"
+            raise self.src.syntax_error(name.line, name.col, f"function {name.text!r} takes {want} argument"
+                                        f"{'' if want == '1' else 's'}; got {len(args)}")
+        return Call(name.text, args, name.line, name.col)
+
+    # -- properties --------------------------------------------------------------
+    def _is_query_start(self) -> bool:
+        tok = self.peek()
+        if tok.text in ("Pmin", "Pmax", "Rmin", "Rmax", "Smin", "Smax"):
+            return True
+        if tok.text not in ("P", "S", "R", "E", "T"):
+            return False
+        nxt = self.peek(1)
+        return nxt.kind == "op" and nxt.text in ("=", "<", "<=", ">", ">=", "{")
+
+    def query(self) -> Expr:
+        tok = self.next()
+        op = tok.text
+        if op in ("Pmin", "Pmax", "Rmin", "Rmax", "Smin", "Smax"):
+            raise self.unsupported(tok, f"'{op}' (an optimum over schedulers of an MDP) is outside the supported "
+                                   "fragment: exactq checks Markov chains; use P=?, S=? or R=?")
+        if self.query_depth:
+            raise self.unsupported(tok, f"a nested '{op}' operator inside another query is outside the supported "
+                                   "fragment")
+        reward = None
+        if op == "R" and self.at("{"):
+            self.next()
+            rt = self.peek()
+            if rt.kind == "string":
+                reward = self.next().text[1:-1]
+            elif rt.kind == "int":
+                reward = int(self.next().text)
+            else:
+                raise self.error('a reward structure name in quotes, e.g. R{"time"}')
+            self.expect("}", "'}'")
+            if self.at("{"):
+                raise self.unsupported(self.peek(), "old-style filters after R{...} are outside the supported "
+                                       "fragment; use filter(op, R=? [ ... ], states)")
+        if op == "R" and self.at("min", "max"):
+            raise self.unsupported(self.peek(), f"'R{self.peek().text}' (an MDP optimum) is outside the supported "
+                                   "fragment")
+        rel = self.peek()
+        if rel.text in ("<", "<=", ">", ">="):
+            raise self.unsupported(rel, f"the threshold '{op}{rel.text}...' is outside the supported fragment: "
+                                   f"ask for the value with '{op}=?'")
+        if not (self.at("=") and self.at("?", k=1)):
+            raise self.error("'=?'", after=op)
+        self.next()
+        self.next()
+        self.expect("[", f"'[' after '{op}=?'")
+        self.query_depth += 1
+        try:
+            if op == "P":
+                body = self.path_formula()
+            elif op == "R":
+                body = self.reward_path()
+            elif op == "T":
+                ftok = self.peek()
+                if not self.at("F"):
+                    raise self.error("'F' (T=? [ F b ])")
+                self.next()
+                if self.at("<=", "<", ">=", ">", "[", "="):
+                    raise self.src.syntax_error(ftok.line, ftok.col + 1, "T=? takes an unbounded 'F b'; got a "
+                                                "time bound")
+                body = RewardPath("F", target=self.expression(), line=ftok.line, col=ftok.col)
+            else:  # S, E
+                body = self.expression()
+            old = self.old_filter()
+        finally:
+            self.query_depth -= 1
+        self.expect("]", f"']' to close the {op}=? query")
+        return QueryNode(op, body, reward, old, tok.line, tok.col)
+
+    def old_filter(self):
+        if not self.at("{"):
+            return None
+        self.next()
+        states = self.expression()
+        self.expect("}", "'}'")
+        ops = []
+        while self.at("{"):
+            self.next()
+            t = self.peek()
+            if not self.at("min", "max"):
+                raise self.error("'min' or 'max' in an old-style filter")
+            ops.append(self.next().text)
+            self.expect("}", "'}'")
+        return states, ops
+
+    def bound(self) -> Bound | None:
+        start = self.i
+        if self.at("<=", "<"):
+            strict = self.next().text == "<"
+            b = Bound(upper=self.bound_value(), upper_strict=strict)
+        elif self.at(">=", ">"):
+            strict = self.next().text == ">"
+            b = Bound(lower=self.bound_value(), lower_strict=strict)
+        elif self.at("="):
+            self.next()
+            e = self.bound_value()
+            b = Bound(lower=e, upper=e)
+        elif self.at("["):
+            self.next()
+            lo = self.expression()
+            self.expect(",", "',' between the two ends of the interval")
+            hi = self.expression()
+            self.expect("]", "']' to close the interval")
+            b = Bound(lower=lo, upper=hi)
+        else:
+            return None
+        b.text = "".join(t.text for t in self.toks[start:self.i])
+        return b
+
+    def bound_value(self) -> Expr:
+        # a bound is an expression of constants: stop before the state formula that follows
+        return self.additive()
+
+    def path_formula(self) -> PathFormula:
+        tok = self.peek()
+        if self.at("F", "G", "X"):
+            kind = self.next().text
+            b = self.bound() if kind != "X" else None
+            right = self.expression()
+            return PathFormula(kind, None, right, b, tok.line, tok.col)
+        if self.at("U", "W", "R"):
+            raise self.error("an expression", after="[")
+        left = self.expression()
+        op = self.peek()
+        if not self.at("U", "W", "R"):
+            raise self.error("a path formula 'F b', 'F<=t b', 'G b', 'X b' or 'a U b'", tok=tok, after="[")
+        self.next()
+        if op.text in ("W", "R"):
+            raise self.unsupported(op, f"the '{op.text}' operator ({'weak until' if op.text == 'W' else 'release'}) "
+                                   "is outside the supported fragment; use U, F or G")
+        b = self.bound()
+        right = self.expression()
+        if self.at("U"):
+            t = self.peek()
+            raise self.src.syntax_error(t.line, t.col, "nested path formulas are not supported; got a second 'U'")
+        return PathFormula("U", left, right, b, tok.line, tok.col)
+
+    def reward_path(self) -> RewardPath:
+        tok = self.peek()
+        if self.at("S"):
+            self.next()
+            return RewardPath("S", line=tok.line, col=tok.col)
+        if self.at("C"):
+            self.next()
+            if not self.at("<="):
+                raise self.unsupported(tok, "'C' without a time bound (the total reward) is outside the "
+                                       "supported fragment; use C<=t or F b")
+            self.next()
+            return RewardPath("C", time=self.bound_value(), line=tok.line, col=tok.col)
+        if self.at("I"):
+            self.next()
+            self.expect("=", "'=' (I=t)")
+            return RewardPath("I", time=self.bound_value(), line=tok.line, col=tok.col)
+        if self.at("F"):
+            self.next()
+            if self.at("<=", "<", ">=", ">", "["):
+                raise self.unsupported(self.peek(), "a time bound on 'F' inside R=? is outside the supported "
+                                       "fragment; use C<=t")
+            return RewardPath("F", target=self.expression(), line=tok.line, col=tok.col)
+        if tok.kind == "ident" and tok.text in ("LRA",):
+            self.next()
+            return RewardPath("S", line=tok.line, col=tok.col)
+        raise self.error("a reward formula 'S', 'C<=t', 'I=t' or 'F b'", after="[")
+
+    def filter(self) -> Expr:
+        tok = self.next()
+        self.next()  # "("
+        optok = self.peek()
+        if optok.kind == "ident" or (optok.kind == "op" and optok.text in ("+", "&", "|")):
+            op = self.next().text
+        else:
+            raise self.error("a filter operator (min, max, avg, sum, first, state, range, count, forall, exists)")
+        self.expect(",", "',' after the filter operator")
+        prop = self.expression()
+        states = None
+        if self.accept(","):
+            states = self.expression()
+        self.expect(")", "')' to close the filter")
+        return FilterNode(op, prop, states, tok.line, tok.col)
+
+    # -- model files --------------------------------------------------------------
+    def model_file(self) -> ModelFile:
+        mf = ModelFile(self.src)
+        while self.peek().kind != "eof":
+            tok = self.peek()
+            t = tok.text if tok.kind == "ident" else None
+            if t in SUPPORTED_TYPES or t in UNSUPPORTED_TYPES:
+                self.next()
+                if t in UNSUPPORTED_TYPES:
+                    raise self.unsupported(tok, f"the model type {t!r} is outside the supported fragment: exactq "
+                                           "solves Markov chains ('ctmc' or 'dtmc')")
+                if mf.type is not None:
+                    raise self.src.syntax_error(tok.line, tok.col, f"the model type is given twice ({t!r})")
+                mf.type, mf.type_pos = SUPPORTED_TYPES[t], (tok.line, tok.col)
+            elif t == "const":
+                mf.constants.append(self.const_decl())
+            elif t == "global":
+                self.next()
+                mf.globals.append(self.var_decl())
+            elif t == "formula":
+                self.formula(mf.formulas)
+            elif t == "label":
+                self.label(mf.labels)
+            elif t == "module":
+                mf.modules.append(self.module())
+            elif t == "rewards":
+                mf.rewards.append(self.rewards())
+            elif t == "init":
+                self.next()
+                if mf.init is not None:
+                    raise self.src.syntax_error(tok.line, tok.col, "a second 'init ... endinit' block")
+                mf.init = self.expression()
+                self.expect("endinit", "'endinit'")
+            elif t == "system":
+                if mf.system is not None:
+                    raise self.unsupported(tok, "a second 'system ... endsystem' block is outside the supported "
+                                           "fragment")
+                mf.system = self.system()
+            elif t in ("observables", "observable"):
+                raise self.unsupported(tok, f"'{t}' (a partially observable model) is outside the supported fragment")
+            elif t == "player":
+                raise self.unsupported(tok, "'player' (a stochastic game) is outside the supported fragment")
+            else:
+                raise self.error("a declaration (const, global, formula, label, module, rewards, init, system) "
+                                 "or the model type", after="")
+        return mf
+
+    def const_decl(self) -> ConstDecl:
+        self.next()  # const
+        type_ = "int"
+        if self.at("int", "double", "bool"):
+            type_ = self.next().text
+        name = self.ident("the constant's name")
+        expr = None
+        if self.accept("="):
+            expr = self.expression()
+        self.expect(";", "';' to end the constant declaration")
+        return ConstDecl(name.text, type_, expr, name.line, name.col)
+
+    def var_decl(self) -> VarDecl:
+        name = self.ident("a variable name")
+        self.expect(":", "':' after the variable name")
+        tok = self.peek()
+        lo = hi = None
+        if self.at("["):
+            self.next()
+            lo = self.expression()
+            self.expect("..", "'..' between the bounds of the range")
+            hi = self.expression()
+            self.expect("]", "']' to close the range")
+            type_ = "int"
+        elif self.at("bool"):
+            self.next()
+            type_ = "bool"
+        elif self.at("int", "double"):
+            raise self.unsupported(tok, f"the unbounded variable type '{tok.text}' is outside the supported "
+                                   "fragment; give a range [lo..hi]")
+        elif self.at("clock"):
+            raise self.unsupported(tok, "clock variables (a PTA) are outside the supported fragment")
+        else:
+            raise self.error("a range '[lo..hi]' or 'bool'")
+        init = None
+        if self.accept("init"):
+            init = self.expression()
+        self.expect(";", "';' to end the variable declaration")
+        return VarDecl(name.text, type_, lo, hi, init, name.line, name.col)
+
+    def formula(self, table: dict) -> None:
+        self.next()
+        name = self.ident("the formula's name")
+        self.expect("=", "'=' after the formula's name")
+        expr = self.expression()
+        self.expect(";", "';' to end the formula")
+        if name.text in table:
+            raise self.src.syntax_error(name.line, name.col, f"formula {name.text!r} is defined twice")
+        table[name.text] = (expr, name.line, name.col)
+
+    def label(self, table: dict) -> None:
+        self.next()
+        name = self.string('the label\'s name in quotes, e.g. label "done" = ...')
+        self.expect("=", "'=' after the label's name")
+        expr = self.expression()
+        self.expect(";", "';' to end the label")
+        key = name.text[1:-1]
+        if key in table or key in ("init", "deadlock"):
+            raise self.src.syntax_error(name.line, name.col, f"label {name.text} is defined twice (\"init\" and "
+                                        "\"deadlock\" are built in)")
+        table[key] = (expr, name.line, name.col)
+
+    def module(self):
+        start = self.next()
+        name = self.ident("the module's name")
+        if self.accept("="):
+            base = self.ident("the name of the module to rename")
+            self.expect("[", "'[' to start the renaming")
+            renames = []
+            while True:
+                old = self.ident("an identifier to rename")
+                self.expect("=", "'=' in the renaming 'old = new'")
+                new = self.ident("the new name")
+                renames.append((old.text, new.text, old.line, old.col))
+                if not self.accept(","):
+                    break
+            self.expect("]", "']' or ',' in the renaming")
+            self.expect("endmodule", "'endmodule'")
+            return RenamedModuleNode(name.text, base.text, renames, start.line, start.col)
+        decls, commands = [], []
+        while not self.at("endmodule"):
+            tok = self.peek()
+            if tok.kind == "eof":
+                raise self.error(f"'endmodule' to close module {name.text!r}")
+            if self.at("["):
+                commands.append(self.command(name.text))
+            elif self.at("invariant"):
+                raise self.unsupported(tok, "'invariant' (a PTA) is outside the supported fragment")
+            elif tok.kind == "ident" and self.at(":", k=1):
+                decls.append(self.var_decl())
+            else:
+                raise self.error("a variable declaration 'x : [lo..hi];', a command '[] guard -> ...;' or "
+                                 "'endmodule'")
+        self.next()
+        return ModuleNode(name.text, decls, commands, start.line, start.col)
+
+    def command(self, module: str) -> CommandNode:
+        start = self.next()  # [
+        action = None
+        if not self.at("]"):
+            action = self.ident("an action name or ']'").text
+        self.expect("]", "']' to close the action")
+        guard = self.expression()
+        self.expect("->", "'->' after the guard")
+        updates = [self.update()]
+        while self.accept("+"):
+            updates.append(self.update())
+        self.expect(";", "';' to end the command")
+        return CommandNode(action, guard, updates, start.line, start.col, module)
+
+    def _at_assignment(self) -> bool:
+        return self.at("(") and self.peek(1).kind == "ident" and self.at("'", k=2)
+
+    def update(self) -> UpdateNode:
+        tok = self.peek()
+        prob = None
+        if not (self._at_assignment() or (self.at("true") and self.at(";", "+", k=1))):
+            prob = self.expression()
+            self.expect(":", "':' after the rate (or probability) of the update")
+        return UpdateNode(prob, self.assignments(), tok.line, tok.col)
+
+    def assignments(self) -> list:
+        if self.at("true"):
+            self.next()
+            return []
+        out = [self.assignment()]
+        while self.accept("&"):
+            out.append(self.assignment())
+        return out
+
+    def assignment(self) -> Assign:
+        if not self._at_assignment():
+            raise self.error("an assignment \"(x'=e)\" or 'true'")
+        self.next()
+        var = self.next()
+        self.next()  # '
+        self.expect("=", "'=' in the assignment")
+        expr = self.expression()
+        self.expect(")", "')' to close the assignment")
+        return Assign(var.text, expr, var.line, var.col)
+
+    def rewards(self) -> RewardsNode:
+        start = self.next()
+        name = None
+        if self.peek().kind == "string":
+            name = self.next().text[1:-1]
+        items = []
+        while not self.at("endrewards"):
+            tok = self.peek()
+            if tok.kind == "eof":
+                raise self.error("'endrewards'")
+            action = None
+            if self.at("["):
+                self.next()
+                action = ""
+                if not self.at("]"):
+                    action = self.ident("an action name or ']'").text
+                self.expect("]", "']' to close the action")
+            guard = self.expression()
+            self.expect(":", "':' between the guard and the reward")
+            value = self.expression()
+            self.expect(";", "';' to end the reward item")
+            items.append(RewardItem(action, guard, value, tok.line, tok.col))
+        self.next()
+        return RewardsNode(name, items, start.line, start.col)
+
+    def system(self) -> list:
+        start = self.next()
+        if self.peek().kind == "string":
+            raise self.unsupported(self.peek(), "named 'system' blocks are outside the supported fragment")
+        names = []
+        self.in_system = True
+        try:
+            self.sys_parallel(names)
+        finally:
+            self.in_system = False
+        self.expect("endsystem", "'||' or 'endsystem'")
+        return names or [("", start.line, start.col)]
+
+    def sys_parallel(self, names: list) -> None:
+        self.sys_atom(names)
+        while True:
+            tok = self.peek()
+            if self.at("||"):
+                self.next()
+                self.sys_atom(names)
+            elif self.at("|||"):
+                raise self.unsupported(tok, "the interleaving operator '|||' in 'system' is outside the supported "
+                                       "fragment (only plain parallel composition '||')")
+            elif self.at("|") and self.at("[", k=1):
+                raise self.unsupported(tok, "restricted synchronisation '|[...]|' in 'system' is outside the "
+                                       "supported fragment (only plain parallel composition '||')")
+            elif self.at("/"):
+                raise self.unsupported(tok, "action hiding '/{...}' in 'system' is outside the supported fragment")
+            elif self.at("{"):
+                raise self.unsupported(tok, "action renaming '{a<-b}' in 'system' is outside the supported fragment")
+            else:
+                return
+
+    def sys_atom(self, names: list) -> None:
+        tok = self.peek()
+        if self.at("("):
+            self.next()
+            self.sys_parallel(names)
+            self.expect(")", "')'")
+            return
+        if tok.kind == "string":
+            raise self.unsupported(tok, "references to named systems are outside the supported fragment")
+        name = self.ident("a module name")
+        names.append((name.text, name.line, name.col))
+
+    # -- properties files ----------------------------------------------------------
+    def properties_file(self) -> PropertiesFile:
+        pf = PropertiesFile(self.src)
+        lines = self.src.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        while self.peek().kind != "eof":
+            tok = self.peek()
+            if self.accept(";"):
+                continue
+            if tok.kind == "ident" and tok.text == "const":
+                pf.constants.append(self.const_decl())
+                continue
+            if tok.kind == "ident" and tok.text == "formula":
+                self.formula(pf.formulas)
+                continue
+            if tok.kind == "ident" and tok.text == "label":
+                self.label(pf.labels)
+                continue
+            name = None
+            if tok.kind == "string" and self.at(":", k=1):
+                name = self.next().text[1:-1]
+                self.next()
+            first = self.peek()
+            expr = self.expression()
+            end = self.toks[self.i - 1]
+            text = _slice(lines, first, end)
+            pf.properties.append(PropertyNode(name, expr, text, first.line, first.col))
+            if not (self.accept(";") or self.peek().kind == "eof" or self.peek().line > end.line):
+                raise self.error("';' or a new line after the property")
+        return pf
+
+
+def _slice(lines: list, first: Token, last: Token) -> str:
+    """The source text from the first to the last token (joined with spaces across lines)."""
+    if first.line == last.line:
+        return lines[first.line - 1][first.col - 1:last.col - 1 + len(last.text)]
+    parts = [lines[first.line - 1][first.col - 1:]]
+    parts += [lines[k].strip() for k in range(first.line, last.line - 1)]
+    parts.append(lines[last.line - 1][:last.col - 1 + len(last.text)].strip())
+    return " ".join(p.strip() for p in parts if p.strip())
+
+
+def parse_model_text(text: str, name: str = "model") -> ModelFile:
+    """Parse the text of a PRISM model file (see the module docstring for the fragment).
+
+    Examples
+    --------
+    >>> m = parse_model_text("ctmc module q n : [0..2] init 0; [] n<2 -> 1.5 : (n'=n+1); endmodule")
+    >>> m.type, m.modules[0].name, str(m.modules[0].commands[0].updates[0].prob)
+    ('ctmc', 'q', '1.5')
+    """
+    return _Parser(Source(name, text)).model_file()
+
+
+def parse_properties_text(text: str, name: str = "property") -> PropertiesFile:
+    """Parse one property or a properties file (constants, labels, formulas, named properties).
+
+    Examples
+    --------
+    >>> pf = parse_properties_text('const double T = 2; "up": P=? [ F<=T "done" ];')
+    >>> [p.name for p in pf.properties], pf.properties[0].text
+    (['up'], 'P=? [ F<=T "done" ]')
+    """
+    return _Parser(Source(name, text), properties=True).properties_file()
