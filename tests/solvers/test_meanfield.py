@@ -14,9 +14,13 @@ import math
 import numpy as np
 import pytest
 
+import dataclasses
+
 import exactq
-from exactq.errors import UnstableError
-from exactq.solvers.meanfield import drift, drift_jacobian, occupancy_fixed_point, refined_correction
+from exactq.catalogue import solve_representation
+from exactq.errors import ModelError, UnstableError
+from exactq.representations import FixedPoint, Population, RefinedFixedPoint
+from exactq.solvers.meanfield import occupancy_fixed_point, solve_refined
 
 
 def pop(**kw):
@@ -79,15 +83,18 @@ def test_dependent_errors_limits():
 def test_dependent_fixed_point_is_a_zero_of_the_drift():
     p = pop(servers="inf", d=3, arrival_rate=0.95, error="dependent", eps=0.9, g=2)
     fp = occupancy_fixed_point(p)
-    f = drift(p, fp.s, fp.tail_ratio)
+    f = p.drift(fp.s, fp.tail_ratio)
     assert np.abs(f).max() < 1e-14
     assert np.all(np.diff(fp.s) < 0) and fp.stable
-    J = drift_jacobian(p, fp.s, fp.tail_ratio)
+    J = p.jacobian(fp.s, fp.tail_ratio).toarray()
+    assert np.allclose(fp.jacobian.toarray(), J, rtol=0, atol=1e-15)  # the solution carries it
     eps = 1e-7
     v = np.zeros(len(fp.s))
     v[2] = 1.0
-    fd = (drift(p, fp.s + eps * v, fp.tail_ratio) - drift(p, fp.s - eps * v, fp.tail_ratio)) / (2 * eps)
+    fd = (p.drift(fp.s + eps * v, fp.tail_ratio) - p.drift(fp.s - eps * v, fp.tail_ratio)) / (2 * eps)
     assert np.allclose(J[:, 2], fd, atol=1e-7)
+    lead = np.linalg.eigvals(J[:fp.eig_block, :fp.eig_block])
+    assert np.max(lead.real) == pytest.approx(np.max(fp.eigenvalues.real), abs=1e-12)
 
 
 def test_stability_limit_and_region():
@@ -103,9 +110,8 @@ def test_stability_limit_and_region():
     with pytest.raises(UnstableError):
         exactq.solve("power-of-d", servers="inf", d=2, arrival_rate=2 / 3, error="independent", eps=0.75)
     p = pop(servers="inf", d=2, arrival_rate=0.5, error="independent", eps=0.75)
-    p["arrival_rate"] = 0.7
-    with pytest.raises(UnstableError):
-        occupancy_fixed_point(p)
+    with pytest.raises(UnstableError, match="tail ratio"):  # the solver's own test: r = 0.7 * 1.5 >= 1
+        occupancy_fixed_point(dataclasses.replace(p, arrival_rate=0.7))
 
 
 def test_refined_is_the_meanfield_at_infinity():
@@ -130,11 +136,32 @@ def test_refined_matches_the_exact_one_over_n_term(sampling):
 
 def test_refined_correction_structure():
     p = pop(servers=10, d=2, arrival_rate=0.9)
-    fp = occupancy_fixed_point(p)
-    V, info = refined_correction(p, fp)
-    assert info["lyapunov_residual"] < 1e-12
+    ref = solve_refined(p)
+    assert isinstance(ref, RefinedFixedPoint) and ref.lyapunov_residual < 1e-12
+    V = ref.V
     assert V[0] == pytest.approx(0.0, abs=1e-9)  # s_1 = lambda at every n (work conservation)
     assert V.sum() > 0  # finite systems queue more than the limit
+    assert np.allclose(ref.s, occupancy_fixed_point(p).s + V / 10, rtol=0, atol=1e-15)
+    assert ref.drift_term > 0  # sampling without replacement has a 1/n drift term
+    assert solve_refined(dataclasses.replace(p, power_correction=None)).drift_term == 0.0
+
+
+def test_solvers_dispatch_on_the_population():
+    p = pop(servers=8, d=2, arrival_rate=0.7)
+    assert isinstance(solve_representation(p), FixedPoint)  # the fixed point is the default solver
+    assert isinstance(solve_representation(p, "refined"), RefinedFixedPoint)
+
+
+@pytest.mark.parametrize("kw, text", [
+    (dict(arrival_rate=0.0), "arrival_rate must be a finite number > 0"),
+    (dict(arrival_rate=0.5, servers=2.5), "servers must be an integer >= 1 or inf"),
+    (dict(arrival_rate=0.5, bandwidth=-1), "bandwidth must be an integer >= 0"),
+    (dict(arrival_rate=0.5, power_correction=lambda w: w), "power_correction needs power"),
+    (dict(arrival_rate=0.5, tail_map=3), "tail_map must be callable"),
+])
+def test_population_validates_its_fields(kw, text):
+    with pytest.raises(ModelError, match=text):
+        Population(dispatch=lambda s, power=None: s ** 2, **kw)
 
 
 def test_meanfield_speed_and_accuracy_target():
