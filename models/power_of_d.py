@@ -17,30 +17,44 @@ Three descriptions of the same system, each used by a different method:
   a tie group increments its *last* member and a departure from a group decrements its
   *first* member, which keeps the vector sorted. Sorted vectors are ranked in closed
   form by the combinatorial number system (``rank(x) = sum_i C(x_i + i, i + 1)``),
-  so every target index is found by one vectorised ``searchsorted``; transitions
-  change the total ``L`` by +-1 (or more downwards under the lower rule), which the
-  level-aggregation solver (:mod:`exactq.solvers.level_aggregation`) exploits.
+  so every target index is found by one vectorised ``searchsorted``
+  (:class:`exactq.statespace.SortedSpace`); transitions change the total ``L`` by
+  +-1 (or more downwards under the lower rule), which the chain declares
+  (``CTMC.levels``) and the level-aggregation solver exploits.
   The state set is ``{x sorted: c . x <= C}`` for a cost vector ``c`` fitted to the
   log-probabilities of a smaller solve (a linear model of ``-log pi`` is accurate to
   a few nats: at n = 6 and 8 the set needed for a given mass is within 10% of the
   ideal one, the states sorted by probability), so the kept states are nearly the
   most probable ones.
-* **Population process** (``population``, methods ``meanfield`` and ``refined``):
-  the occupancy fractions ``s_k`` (servers with >= k jobs) with drift
+* **Population process** (``population``, methods ``meanfield`` and ``refined``; a
+  :class:`~exactq.representations.population.Population`): the occupancy fractions
+  ``s_k`` (servers with >= k jobs) with drift
   ``ds_k/dt = lambda (A_{k-1}(s) - A_k(s)) - (s_k - s_{k+1})``, ``A_j`` the
   probability that the destination has >= j jobs (Mitzenmacher 2001; Vvedenskaya,
   Dobrushin & Karpelevich 1996; Bhambay & Mukhopadhyay 2023/2024 for the errors).
-* **Bounding chains** (``finite_bounds``, method ``bounds``): a truncated lumped
-  chain that only ever loses jobs (a lower bound) and a level-independent QBD (level =
-  shortest queue, phase = the queue-length differences under caps) that only ever
-  gains jobs (an upper bound); see :func:`shape_qbd` and
-  :mod:`exactq.solvers.lb_bounds`.
+* **Bounding chains** (``finite_bounds``, method ``bounds``, orchestrated by the
+  model): a truncated lumped chain that only ever loses jobs (the ``lower`` rule, a
+  CTMC: a lower bound) and a level-independent QBD (level = shortest queue, phase =
+  the queue-length differences under caps, the *profile*) that only ever gains jobs
+  (an upper bound, :func:`~exactq.models.power_of_d_chain.shape_qbd`). This is the
+  structure of the threshold bounds for JSQ (Adan, van Houtum & van der Wal 1994; van
+  Houtum, Zijm, Adan & Wessels 1998) -- the lower bound loses (their *jockeying*), the
+  upper bound blocks (their *threshold blocking*) -- with the proofs replaced by the
+  sample-path coupling below, which covers any rank-based routing. The finite-regime
+  bounds of Ciucu & Poloczek (ICDCS 2016) "borrow ideas for analyzing JSQ" in the
+  same way; only their abstract is available to us, so their exact construction is
+  not reproduced. Both chains are solved to a relative residual of ~1e-12 in
+  float64 and the bounds are widened by :data:`ROUNDING` (1e-10 relative) to cover
+  that rounding.
 
 Truncation
 ----------
-The kept set ``{x: c . x <= C}`` is enumerated prefix by prefix (vectorised) and the
-cost ``c`` is refitted once from a first solve with the default cost; each further
-stage raises ``C`` so that the state count about doubles. Two boundary rules:
+The kept set ``{x: c . x <= C}`` (:class:`~exactq.models.power_of_d_chain.CostSet`;
+``C`` is the *cost bound*, not an integer level) is enumerated prefix by prefix
+(vectorised) and the cost ``c`` is refitted once from a first solve with the default
+cost; each further stage raises ``C`` so that the state count about doubles. The
+stages are grown by the one truncation driver (:func:`exactq.truncation.grow`), the
+model choosing each set from the previous solution. Two boundary rules:
 
 * ``redirect`` (method ``exact``): an arrival that would leave the set joins the
   cheapest tie group instead, a departure that would leave it happens at the cheapest
@@ -65,63 +79,62 @@ with load comparison errors", MobiHoc 2023, and the power-of-d version, Performa
 Evaluation 2024. F. Ciucu, F. Poloczek, "Randomized load balancing in finite regimes",
 ICDCS 2016. N. Gast, B. Van Houdt, "A refined mean field approximation", Proc. ACM
 Meas. Anal. Comput. Syst. 1(2), 2017 (SIGMETRICS 2018). W. Winston, "Optimality of the
-shortest line discipline", J. Appl. Probab. 14, 1977.
+shortest line discipline", J. Appl. Probab. 14, 1977. I. J. B. F. Adan, G. J. van
+Houtum, J. van der Wal, "Upper and lower bounds for the waiting time in the symmetric
+shortest queue system", Ann. Oper. Res. 48, 1994. G. J. van Houtum, W. H. M. Zijm,
+I. J. B. F. Adan, J. Wessels, "Bounds for performance characteristics: a systematic
+approach via cost structures", Stochastic Models 14, 1998.
 """
 
 from __future__ import annotations
 
 import math
+import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from exactq.catalogue import Model, register_model
-from exactq.ctmc import Event, build_ctmc
-from exactq.errors import ModelError, NotApplicableError, UnstableError
+from exactq.ctmc import CTMC, Event, build_ctmc
+from exactq.errors import AccuracyWarning, ModelError, NotApplicableError, UnstableError
 from exactq.params import Param
-from exactq.statespace import StateSpace
+from exactq.representations import FixedPoint, Population
+from exactq.result import Estimate, Result
+from exactq.statespace import SortedSpace
 from exactq.truncation import Truncation
 
-from .power_of_d_chain import (  # noqa: F401  (re-exported: the model's public API)
-    LumpedChain,
-    SortedSpace,
+from .power_of_d_chain import (
+    CostSet,
     choose_profile,
-    colex_rank,
     default_cost,
     enumerate_sorted,
     fit_cost,
     lumped_generator,
     shape_qbd,
-    unlumped_generator,
 )
-from .power_of_d_routing import (  # noqa: F401
+from .power_of_d_routing import (
     _groups,
     dispatch_tail,
     finite_stability_limit,
     group_arrival_probabilities,
     meanfield_stability_limit,
-    position_probabilities,
-    window_probability,
 )
 
-__all__ = [
-    "PowerOfD",
-    "window_probability",
-    "group_arrival_probabilities",
-    "position_probabilities",
-    "finite_stability_limit",
-    "meanfield_stability_limit",
-    "enumerate_sorted",
-    "colex_rank",
-    "SortedSpace",
-    "lumped_generator",
-    "fit_cost",
-    "default_cost",
-    "shape_qbd",
-    "choose_profile",
-    "unlumped_generator",
-    "dispatch_tail",
-]
+__all__ = ["PowerOfD", "LUMPED_MAX_SERVERS", "ROUNDING"]
+
+#: The lumped chain (methods exact and bounds) ranks sorted queue-length vectors in 64
+#: bits: the binomial table behind the colex ranks of ``n`` queues of up to ``K`` jobs
+#: holds ``C(n + K, (n + K) / 2) < 2^62`` only while ``n + K <= 65``. Beyond 40 servers
+#: that leaves fewer than 25 jobs per queue, less than the converged truncations hold
+#: (at n = 8, lambda = 0.9 the last set reaches queues of 31 jobs); the state budget
+#: binds long before at high load.
+LUMPED_MAX_SERVERS = 40
+#: the states of the job-losing truncation of the lower bound, and the phases of the upper QBD
+LOWER_STATES = 100_000
+MAX_PHASES = 700
+#: relative widening of both bounds for the rounding of the float64 solves
+ROUNDING = 1e-10
 
 
 # ================================================================== measures on states
@@ -141,7 +154,7 @@ def _state_measure(measure, states, pi, *, n, lam, d, sampling, error, eps, g):
         return s[: keep[-1] + 1 if keep.size else 1].tolist()
     if measure == "p_wait":
         total = 0.0
-        for lo in range(0, len(states), 500_000):
+        for lo in range(0, len(states), 500_000):  # chunks of states, vectorised within
             X = states[lo:lo + 500_000]
             P = group_arrival_probabilities(X, n, d, sampling, error, eps, g)
             total += float(pi[lo:lo + 500_000] @ (P * (X > 0)).sum(axis=1))
@@ -163,7 +176,20 @@ _MEASURES = {
 @register_model
 @dataclass(frozen=True)
 class PowerOfD(Model):
-    """Power-of-d load balancing with optional load-comparison errors (module docstring)."""
+    """Power-of-d load balancing with optional load-comparison errors (module docstring).
+
+    Examples
+    --------
+    The mean-field limit at lambda = 0.9, d = 2 has ``E[T] = sum_k lambda^(2^k - 2)``,
+    2.614057 (MODELS.md), and with n = d = 2 the system is two-server JSQ:
+
+    >>> import exactq
+    >>> round(exactq.solve("power-of-d", servers="inf", d=2, arrival_rate=0.9).value, 6)
+    2.614057
+    >>> m = exactq.model("power-of-d", servers=2, d=2, arrival_rate=0.5)
+    >>> m.intrinsic_measure("stability_limit").value, m.delegate("exact")
+    (1.0, None)
+    """
 
     name = "power-of-d"
     summary = ("n unit-rate servers, arrivals n*lambda, join the shortest of d sampled queues "
@@ -173,7 +199,7 @@ class PowerOfD(Model):
     parameters = (
         Param("servers", "int_or_inf", "number of servers n (inf: the mean-field limit)", low=1),
         Param("d", "int", "servers sampled per arrival", default=2, low=1),
-        Param("arrival_rate", "float", "arrival rate per server lambda (total n*lambda); "
+        Param("arrival_rate", "float", "arrival rate per server lambda (the total arrival rate is n*lambda); "
               "optional for stability_limit", default=None, low=0.0, low_open=True),
         Param("sampling", "choice", "sampling of the d servers", default="without", choices=("without", "with")),
         Param("error", "choice", "load-comparison errors", default="none",
@@ -230,32 +256,54 @@ class PowerOfD(Model):
             return finite_stability_limit(int(self.servers), self.d, self.sampling, self.error, self.eps)
         return meanfield_stability_limit(self.d, self.error, self.eps)
 
-    def _lam(self, measure: str) -> float:
+    def intrinsic_measure(self, measure: str) -> Estimate | None:
+        """``stability_limit`` needs no solve: the same closed form for every method."""
+        if measure != "stability_limit":
+            return None
+        limit, rule = self.stability_limit()
+        return Estimate(limit, 0.0, info={"rule": rule})
+
+    def delegate(self, method: str) -> str | None:
+        """With infinitely many servers the exact value is the mean-field limit."""
+        return "meanfield" if method == "exact" and not self.is_finite else None
+
+    def _lam(self, what: str) -> float:
         if self.arrival_rate is None:
-            raise ModelError(f"missing required parameter arrival_rate for model power-of-d: needed for {measure}")
+            raise ModelError(f"missing required parameter arrival_rate for model power-of-d: needed for {what}")
         return float(self.arrival_rate)
 
     def _routing(self) -> dict:
         return dict(d=self.d, sampling=self.sampling, error=self.error, eps=self.eps, g=self.g)
 
-    def stability_result(self, method: str):
-        from exactq.result import Result
-
-        limit, rule = self.stability_limit()
-        return Result(value=limit, method=method, error_estimate=0.0, info={"rule": rule})
+    def _lumped_servers(self) -> int:
+        n = self.n
+        if n > LUMPED_MAX_SERVERS:
+            raise NotApplicableError(
+                f"servers must be <= {LUMPED_MAX_SERVERS} for the lumped chain of methods exact and bounds (its "
+                f"64-bit ranks of n sorted queues hold up to 65 - n jobs per queue, too few beyond "
+                f"{LUMPED_MAX_SERVERS} servers); got servers={n}; methods meanfield and refined apply to any "
+                "number of servers")
+        return n
 
     # ------------------------------------------------------------ population (mean field)
-    def population(self) -> dict:
-        """The occupancy representation for :mod:`exactq.solvers.meanfield`.
+    def population(self) -> Population:
+        """The occupancy process (:class:`~exactq.representations.population.Population`).
 
         In the limit the ``d`` sampled lengths are i.i.d. with P(>= j) = s_j (with or
         without replacement alike); the ``power_correction`` is the 1/n term of
         sampling without replacement, ``C(nw, d)/C(n, d) - w^d``.
+
+        Examples
+        --------
+        Power-of-two, no errors: ``A_j = s_j^2`` and a super-geometric tail:
+
+        >>> import exactq
+        >>> p = exactq.model("power-of-d", servers="inf", d=2, arrival_rate=0.5).population()
+        >>> p.dispatch(np.array([1.0, 0.5, 0.125])).tolist(), p.tail_ratio
+        ([1.0, 0.25, 0.015625], 0.0)
         """
         d, err, eps, g = self.d, self.error, self.eps, self.g
         dep = err == "dependent" and eps > 0 and g > 0
-        lam = self.arrival_rate
-        limit, rule = meanfield_stability_limit(d, err, eps)
         if err == "independent":
             slope = (1.0 - eps) * (d == 1) + eps * d
             tail_map = lambda x: (1.0 - eps) * x ** d - eps * math.expm1(d * math.log1p(-x)) if x < 1 else 1.0  # noqa: E731,E501
@@ -265,58 +313,48 @@ class PowerOfD(Model):
         corr = None
         if self.sampling == "without" and self.is_finite and d > 1:
             corr = lambda w: 0.5 * d * (d - 1) * (w ** d - w ** (d - 1))  # noqa: E731
-        return {
-            "arrival_rate": lam,
-            "service_rate": 1.0,
-            "servers": self.servers,
-            "dispatch": lambda s, power=None: dispatch_tail(s, d, err, eps, g, power),
-            "power": lambda w: w ** d,
-            "power_correction": corr,
-            "closure": g if dep else 0,
-            "bandwidth": g if dep else 0,
-            "tail_slope": slope,
-            "tail_map": tail_map,
-            "stability_limit": limit,
-            "stability_rule": rule,
-        }
+        return Population(
+            arrival_rate=self._lam("the mean-field limit"),
+            dispatch=lambda s, power=None: dispatch_tail(s, d, err, eps, g, power),
+            service_rate=1.0, servers=self.servers, closure=g if dep else 0, bandwidth=g if dep else 0,
+            tail_slope=slope, tail_map=tail_map, power=lambda w: w ** d, power_correction=corr)
 
-    def population_measure(self, measure, s, tail_sum=0.0):
-        """A measure at occupancy ``s = (s_1, s_2, ...)`` (fixed point or refined)."""
-        lam = self._lam(measure)
-        total = float(np.sum(s) + tail_sum)
+    def population_measure(self, measure, population: Population, solution) -> Estimate:
+        """A measure at the fixed point (``FixedPoint``) or the refined occupancy (``RefinedFixedPoint``).
+
+        The error estimate of the fixed point is its last Newton step; the refined
+        value is an O(1/n^2) approximation without one.
+        """
+        lam = population.arrival_rate
+        total = solution.total()
+        s = np.asarray(solution.s)
+        # the mean measures follow from the total; the Newton step (the error of the total) scales alike
         if measure == "mean_queue_length":
-            return total
-        if measure == "mean_response_time":
-            return total / lam
-        if measure == "mean_waiting_time":
-            return total / lam - 1.0
-        if measure == "mean_number":
-            return self.n * total
-        if measure == "p_wait":
+            value, scale = total, 1.0
+        elif measure in ("mean_response_time", "mean_waiting_time"):
+            value, scale = total / lam - (1.0 if measure == "mean_waiting_time" else 0.0), 1.0 / lam
+        elif measure == "mean_number":
+            value, scale = self.n * total, float(self.n)
+        elif measure == "p_wait":
             full = np.concatenate([[1.0], s, np.zeros(self.g + 2)])
-            return float(dispatch_tail(full, self.d, self.error, self.eps, self.g)[1])
-        if measure == "occupancy":
-            s = np.asarray(s)
+            value, scale = float(dispatch_tail(full, self.d, self.error, self.eps, self.g)[1]), 1.0
+        elif measure == "occupancy":
             keep = np.flatnonzero(s >= 1e-12)
-            return s[: keep[-1] + 1 if keep.size else 1].tolist()
-        raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover
-
-    def population_measure_error(self, measure, fp):
-        """Error estimate of a measure at the fixed point: the last Newton step."""
-        lam = self._lam(measure)
-        if measure in ("mean_response_time", "mean_waiting_time"):
-            return fp.step / lam
-        if measure == "mean_queue_length":
-            return fp.step
-        if measure == "mean_number":
-            return self.n * fp.step
-        return fp.step
+            value, scale = s[: keep[-1] + 1 if keep.size else 1].tolist(), 1.0
+        else:  # pragma: no cover
+            raise ModelError(f"unknown measure {measure!r}")
+        info = {"servers": int(self.servers) if self.is_finite else "inf"}
+        if not isinstance(solution, FixedPoint):
+            info["accuracy"] = "approximation with error O(1/n^2) (Gast & Van Houdt 2017); not an error bound"
+            return Estimate(value, None, info=info)
+        if not solution.stable:
+            warnings.warn(f"the mean-field fixed point is not locally stable (spectral abscissa "
+                          f"{solution.spectral_abscissa:.3e})", AccuracyWarning, stacklevel=3)
+        if self.is_finite:
+            info["note"] = "the n -> infinity limit; the finite system differs by O(1/n)"
+        return Estimate(value, solution.step * scale, info=info)
 
     # ------------------------------------------------------------- lumped level chain
-    def exact_delegate(self):
-        """With infinitely many servers the exact value is the mean-field limit."""
-        return None if self.is_finite else "meanfield"
-
     def truncation_schedule(self, tol):
         """First set ~2500 n states (default cost, at most 40 000); the fitted cost then
         triples the count; afterwards the bound grows so that the count doubles per stage
@@ -326,83 +364,122 @@ class PowerOfD(Model):
     def default_cost(self) -> np.ndarray:
         return default_cost(self.n, self._lam("the exact chain"))
 
-    def level_chain(self, truncation=None, previous=None, *, rule="redirect", target_states=None):
-        """The sorted chain on ``{x: cost . x <= bound}`` (module docstring).
+    @property
+    def is_infinite(self) -> bool:
+        """The queues are unbounded: every chain of this model is a truncation."""
+        return True
+
+    def level_chain(self, level=None, previous=None, *, cost_bound=None, rule="redirect",
+                    target_states=None) -> CTMC:
+        """The sorted chain on ``{x: cost . x <= bound}`` (module docstring), as a CTMC.
 
         Parameters
         ----------
-        truncation : float, optional
-            The bound, with the default cost (:func:`default_cost`) unless
-            ``previous`` carries a fitted one.
-        previous : (LumpedChain, pi), optional
-            The last truncation and its solution: the next set uses the cost fitted to
-            ``-log pi`` (:func:`fit_cost`), with a bound that multiplies the state count
-            by about ``first_growth`` on the first fit and then adds ``step`` nats.
+        level : None
+            The truncation driver's level: this model's sets are not levels. An int
+            here is the deprecated ``truncation=C`` of method exact, read as
+            ``cost_bound=C`` (with a :class:`DeprecationWarning`).
+        previous : (CTMC, StationaryDistribution), optional
+            The last set (its generator released) and its solution: the next set uses
+            the cost fitted to ``-log pi`` (:func:`fit_cost`), with a bound that
+            multiplies the state count by about ``first_growth`` on the first fit and
+            then adds a step in nats chosen for about ``growth`` times the states.
+        cost_bound : float, optional
+            A fixed bound ``C`` with the default cost (:func:`default_cost`): one set.
         rule : {"redirect", "lower", "block"}
-            Boundary rule. ``redirect`` (default for ``exact``): an arrival leaving the
-            set joins the cheapest tie group, a departure leaving it happens at the
-            cheapest busy group (the number of jobs evolves as in the true system);
-            ``lower``: jobs are lost (a rigorous lower bound for position-based
-            routing); ``block``: transitions are suppressed.
+            Boundary rule (:func:`~exactq.models.power_of_d_chain.lumped_generator`):
+            ``redirect`` for ``exact`` (no job is lost), ``lower`` for the lower bound.
         target_states : int, optional
-            Without ``truncation``: choose the bound for about this many states.
+            Without a bound or a previous set: choose the bound for about this many
+            states.
+
+        Returns
+        -------
+        CTMC
+            With ``levels``, ``start``, ``boundary`` and
+            ``truncation = Truncation(None, rule, kept_set=CostSet(...))``.
+
+        Raises
+        ------
+        NotApplicableError
+            ``servers`` above :data:`LUMPED_MAX_SERVERS`, before anything is built.
+
+        Examples
+        --------
+        One server is the M/M/1 queue; the first set keeps queue lengths up to some
+        bound ``C``, the states are sorted by level:
+
+        >>> import exactq
+        >>> c = exactq.model("power-of-d", servers=1, d=1, arrival_rate=0.5).level_chain()
+        >>> bool(np.array_equal(c.levels, np.arange(c.n_states))), c.truncation.rule
+        (True, 'redirect')
         """
-        n, lam = self.n, self._lam("the exact chain")
+        n, lam = self._lumped_servers(), self._lam("the exact chain")
+        if level is not None:
+            if cost_bound is not None:
+                raise ModelError(f"give the cost bound once, as cost_bound; got truncation={level} and "
+                                 f"cost_bound={cost_bound}")
+            warnings.warn(f"truncation={level} for method exact is a cost bound, not a level; pass it as "
+                          f"--option cost_bound={level} (options={{'cost_bound': {level}}})", DeprecationWarning,
+                          stacklevel=2)
+            cost_bound = float(level)
         sched = self.truncation_schedule(None)
         cost = self.default_cost()
-        stage = 0
+        stage, counts, bound = 0, (), cost_bound
         if previous is not None:
-            pchain, ppi = previous
-            stage = pchain.stage + 1
-            counts = list(getattr(pchain, "counts", []))
-            if np.array_equal(pchain.cost, cost):
-                cost = fit_cost(pchain.states, ppi, C=pchain.bound, cost=pchain.cost,
+            pchain, psol = previous
+            kept = pchain.truncation.kept_set
+            stage, counts = kept.stage + 1, kept.counts
+            if np.array_equal(kept.cost_vector, cost):  # the first set: fit the cost to its solution
+                cost = fit_cost(pchain.states, psol.pi, C=kept.bound, cost=kept.cost_vector,
                                 floor=0.5 * np.cumsum(cost[::-1])[::-1])
                 target_states = int(sched["first_growth"] * pchain.n_states)
-                truncation = None
-                counts = []
+                counts = ()
             else:
-                cost = pchain.cost
+                cost = kept.cost_vector
                 step = sched["step"]
                 if len(counts) >= 2 and counts[-1][1] > counts[-2][1]:
                     # states grow ~exponentially in the bound: aim at x growth per stage
                     slope = math.log(counts[-1][1] / counts[-2][1]) / (counts[-1][0] - counts[-2][0])
                     step = min(max(math.log(sched["growth"]) / slope, 0.5), 8.0)
-                truncation = pchain.bound + step
-        if truncation is None:
-            target = target_states or sched["start_states"]
-            truncation = _bound_for(cost, target)
-        X = enumerate_sorted(cost, float(truncation))
-        space = SortedSpace(X)
-        chain = lumped_generator(space, n=n, lam=lam, cost=cost, bound=float(truncation), rule=rule,
-                                 **self._routing())
-        chain.stage = stage
-        chain.counts = (counts if previous is not None else []) + [(float(truncation), len(X))]
-        chain.guess = np.exp(-(X @ cost - (X @ cost).min()))
-        return chain
+                bound = kept.bound + step
+        if bound is None:
+            bound = _bound_for(cost, target_states or sched["start_states"])
+        X = enumerate_sorted(cost, float(bound))
+        kept = CostSet(cost, bound, stage, counts + ((float(bound), len(X)),))
+        return lumped_generator(SortedSpace([n], states=X), kept, n=n, lam=lam, rule=rule, **self._routing())
 
-    def level_measure(self, measure, chain, pi):
-        return _state_measure(measure, chain.states, pi, n=self.n, lam=self._lam(measure), **self._routing())
+    def level_chain_measure(self, measure, chain: CTMC, solution) -> Estimate:
+        """A measure of the truncated chain's stationary law (with the stage's size for the history)."""
+        value = _state_measure(measure, chain.states, solution.pi, n=self.n, lam=self._lam(measure),
+                               **self._routing())
+        record = {"iterations": solution.nit}
+        if chain.Q is not None:
+            record["nnz"] = int(chain.Q.nnz)
+        return Estimate(value, info={"record": record})
 
     # -------------------------------------------------- CTMC for the foundation (small n)
-    @property
-    def is_infinite(self) -> bool:
-        return True
-
     def truncation_start(self, tol: float) -> int:
         lam = self._lam("the ctmc method")
         return int(math.ceil(math.log(tol) / math.log(lam) / max(1, self.n - 1))) + 6
 
-    def ctmc(self, truncation=None):
-        """Sorted chain with every queue <= ``truncation`` (block rule), as an exactq CTMC."""
+    def ctmc(self, truncation=None) -> CTMC:
+        """Sorted chain with every queue <= ``truncation`` (block rule), built from events.
+
+        Examples
+        --------
+        One server kept at 3 jobs is the M/M/1/3 queue:
+
+        >>> import exactq
+        >>> c = exactq.model("power-of-d", servers=1, d=1, arrival_rate=0.5).ctmc(3)
+        >>> c.Q.toarray()[1].tolist(), c.cut_rate.tolist()
+        ([1.0, -1.5, 0.5, 0.0], [0.0, 0.0, 0.0, 0.5])
+        """
         n, lam = self.n, self._lam("the ctmc method")
         if truncation is None:
             raise ModelError("power-of-d needs a truncation level (largest queue length)")
         K = int(truncation)
-        cost = np.zeros(n)
-        cost[-1] = 1.0
-        X = enumerate_sorted(cost, K)
-        space = StateSpace(X, [f"x{i}" for i in range(n)], lo=np.zeros(n, np.int64), hi=np.full(n, K))
+        space = SortedSpace([n], level=K)
         X = space.states
         P = group_arrival_probabilities(X, n, **self._routing())
         first, last, start, _ = _groups(X)
@@ -422,38 +499,85 @@ class PowerOfD(Model):
                           rewards={"L": X.sum(axis=1).astype(float)})
 
     def ctmc_measure(self, measure, chain, sol):
-        pi = sol.pi
-        if measure == "stability_limit":
-            return self.stability_limit()[0]
-        return _state_measure(measure, np.asarray(chain.states), pi, n=self.n, lam=self._lam(measure),
+        return _state_measure(measure, np.asarray(chain.states), sol.pi, n=self.n, lam=self._lam(measure),
                               **self._routing())
 
     # -------------------------------------------------------------------- bounds
-    def finite_bounds(self) -> dict:
-        """Bounding chains for the ``bounds`` method (:mod:`exactq.solvers.lb_bounds`).
+    def finite_bounds(self, measure: str, context) -> Result:
+        """Rigorous bounds on ``measure`` from two bounding chains (method ``bounds``).
 
-        ``lower_chain(previous)``: the sorted chain with the *lower* rule (jobs are only
-        lost) on a fitted truncation; ``upper_qbd(spread)``: the QBD of
-        :func:`shape_qbd` (jobs are only gained). Both bound E[L] for position-based
-        routing, by the monotone coupling of the module docstring.
+        The lower bound is E[L] of the job-losing sorted chain (:meth:`level_chain`
+        with the ``lower`` rule: a first set of ``lower_states / 8`` states fits the
+        cost, then a fitted one), the upper bound E[L] of the job-gaining shape QBD
+        (:func:`~exactq.models.power_of_d_chain.shape_qbd`) on a profile of caps
+        chosen greedily from the lower-bound solution with at most ``max_phases``
+        phases, or with every cap equal to the option ``spread``. Both are solved by
+        ``context.solve`` (the generic CTMC and QBD solvers). Valid for
+        position-based routing by the monotone coupling of the module docstring; the
+        measure must be increasing in E[L].
+
+        Options (``context.options``): ``spread`` (int; ``truncation`` is its
+        deprecated name), ``lower_states`` (default 100 000), ``max_phases`` (700).
+
+        Returns
+        -------
+        Result
+            ``lower <= exact <= upper``; ``value`` the midpoint, ``error_estimate`` the
+            half-width (``inf`` with only a lower bound when the QBD is unstable).
         """
-        n, lam = self.n, self._lam("bounds")
-        routing = self._routing()
-
-        def lower_chain(previous=None, target_states=None):
-            return self.level_chain(None, previous, rule="lower", target_states=target_states)
-
-        def upper_qbd(profile):
-            return shape_qbd(n, self.d, lam, profile, self.sampling, self.error, self.eps)
-
-        def profile_for(chain, pi, max_phases):
-            X = chain.states
-            return choose_profile(n, X - X[:, :1], pi, max_phases)
-
-        return {"servers": n, "arrival_rate": lam, **routing, "position_based": self.is_position_based,
-                "lower_chain": lower_chain, "upper_qbd": upper_qbd, "profile_for": profile_for,
-                "measure": lambda measure, chain, pi: self.level_measure(measure, chain, pi),
-                "from_mean_number": lambda measure, EL: _from_mean_number(measure, EL, n, lam)}
+        t0 = time.perf_counter()
+        n, lam = self._lumped_servers(), self._lam(measure)
+        if not self.is_position_based:
+            raise NotApplicableError("bounds need routing that depends on queue ranks only (error none or "
+                                     "independent); load-dependent errors break the monotone coupling")
+        _from_mean_number(measure, 0.0, n, lam)  # refuses measures that are not monotone in E[L]
+        opts = dict(context.options)
+        spread = opts.get("spread")
+        if opts.get("truncation") is not None:
+            if spread is not None:
+                raise ModelError(f"give the spread once, as spread; got truncation={opts['truncation']} and "
+                                 f"spread={spread}")
+            spread = opts["truncation"]
+            warnings.warn(f"truncation={spread} for method bounds is the spread of the upper QBD, not a level; "
+                          f"pass it as --option spread={spread} (options={{'spread': {spread}}})",
+                          DeprecationWarning, stacklevel=2)
+        lower_states = int(opts.get("lower_states", LOWER_STATES))
+        max_phases = int(opts.get("max_phases", MAX_PHASES))
+        # the job-losing truncation: a lower bound
+        chain0 = self.level_chain(None, None, rule="lower", target_states=max(2000, lower_states // 8))
+        st0 = context.solve(chain0, strict=context.strict)
+        chain = self.level_chain(None, (chain0.released(), st0), rule="lower", target_states=lower_states)
+        st = context.solve(chain, strict=context.strict, previous=(chain0.released(), st0))
+        lo = {"EL": st.expect(chain.levels), "n_states": chain.n_states,
+              "loss_rate": st.expect(chain.rewards["lost_rate"] + chain.rewards["removed_jobs"]),
+              "residual": st.residual, "first_stage_EL": st0.expect(chain0.levels)}
+        # the job-gaining shape QBD: an upper bound
+        X = chain.states
+        profile = spread if spread is not None else choose_profile(n, X - X[:, :1], st.pi, max_phases)
+        shape = shape_qbd(n, self.d, lam, profile, self.sampling, self.error, self.eps)
+        try:
+            sol = context.solve(shape.qbd, strict=context.strict)
+        except UnstableError as exc:
+            up = {"EL": math.inf, "profile": list(shape.profile), "phases": len(shape.phases), "unstable": str(exc)}
+        else:
+            jobs = shape.phase_jobs
+            up = {"EL": sol.expect_affine(jobs, jobs, np.full(len(jobs), float(n))), "profile": list(shape.profile),
+                  "phases": len(shape.phases), "residual": sol.residual, "spectral_radius": sol.spectral_radius,
+                  "phantom_job_rate": sol.expect_affine(shape.phantom_rate, shape.phantom_rate, 0.0)}
+        lower = _from_mean_number(measure, lo["EL"] * (1.0 - ROUNDING), n, lam)
+        upper = _from_mean_number(measure, up["EL"] * (1.0 + ROUNDING), n, lam)
+        if upper < lower:  # pragma: no cover - would be a bug
+            raise AssertionError(f"upper bound {upper} below lower bound {lower}")
+        if math.isfinite(upper):
+            value, err = 0.5 * (lower + upper), 0.5 * (upper - lower)
+        else:
+            value, err = lower, math.inf
+            warnings.warn(f"the upper-bound QBD with profile {up['profile']} is unstable; only the lower bound "
+                          "is finite", AccuracyWarning, stacklevel=2)
+        info = {"lower": lo, "upper": up,
+                "guarantee": "lower <= exact <= upper by sample-path coupling (float64 rounding aside)"}
+        return Result(value=value, method="bounds/coupling", lower=lower, upper=upper, error_estimate=err,
+                      residual=lo["residual"], n_states=lo["n_states"], seconds=time.perf_counter() - t0, info=info)
 
 
 #: the measures that follow from E[L] alone (Little), increasing in it

@@ -1,43 +1,101 @@
-"""The power-of-d chains: sorted state spaces, truncation costs and generators.
+"""The power-of-d chains: truncation sets, the lumped generator and the shape QBD.
 
-Part of the ``power-of-d`` model (:mod:`exactq.models.power_of_d`): the sorted
-queue-length vectors with their closed-form colex ranking, the truncation cost that
-decides which states are kept, the symmetry-lumped generator, the unlumped generator
-(for checks) and the shape QBD behind the upper bound.
+Part of the ``power-of-d`` model (:mod:`exactq.models.power_of_d`). The sorted
+queue-length vectors live in the one sorted space of the library,
+:class:`exactq.statespace.SortedSpace` (ranked in closed form by
+:func:`exactq.statespace.colex_rank`); this module chooses which of them a
+truncation keeps (the cost set :class:`CostSet`), builds the symmetry-lumped
+generator on it as a :class:`~exactq.ctmc.CTMC` with declared structure (levels,
+start vector, boundary), the unlumped generator (for checks) and the job-gaining
+shape QBD behind the upper bound (:class:`ShapeQBD`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
 
+from exactq.ctmc import CTMC
 from exactq.errors import ModelError, NotApplicableError, TruncationError
+from exactq.representations import QBD
+from exactq.statespace import SortedSpace, binomial_table, colex_rank
+from exactq.truncation import Truncation
 
 from .power_of_d_routing import _groups, group_arrival_probabilities, position_probabilities
 
 __all__ = [
     "enumerate_sorted",
-    "colex_rank",
-    "SortedSpace",
-    "LumpedChain",
+    "CostSet",
     "lumped_generator",
     "fit_cost",
     "default_cost",
+    "ShapeQBD",
     "shape_qbd",
+    "enumerate_profile",
+    "count_profile",
     "choose_profile",
     "unlumped_generator",
 ]
 
 _COST_SLACK = 1e-9
-_MAX_RANK = 2**62
 
 
-# ============================================================ sorted vectors, ranking
-def enumerate_sorted(cost, C, n=None, *, max_states=50_000_000):
+# ============================================================ the kept set and its states
+@dataclass(frozen=True)
+class CostSet:
+    """The kept set of a power-of-d truncation: ``{x sorted: cost . x <= bound}``.
+
+    Not an integer level (``Truncation.level`` is ``None``); the model grows it stage
+    by stage from the previous solution.
+
+    Attributes
+    ----------
+    cost : tuple of float
+        Per-position cost (every suffix sum > 0, so the set is finite).
+    bound : float
+        The cost bound ``C`` (in nats of the fitted ``-log pi``).
+    stage : int
+        0 for the first set, then 1, 2, ...
+    counts : tuple of (float, int)
+        ``(bound, states)`` of the stages since the cost was last fitted (the growth
+        of the count with the bound sets the next step).
+
+    Examples
+    --------
+    >>> k = CostSet((0.5, 1.0), 2.0)
+    >>> k.describe()["cost_bound"], k.contains(np.array([[0, 1], [1, 2]])).tolist()
+    (2.0, [True, False])
+    """
+
+    cost: tuple
+    bound: float
+    stage: int = 0
+    counts: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "cost", tuple(float(c) for c in self.cost))
+        object.__setattr__(self, "bound", float(self.bound))
+        if np.any(np.cumsum(self.cost[::-1]) <= 0):
+            raise ModelError("the truncation cost must have positive suffix sums (a bounded set)")
+
+    @property
+    def cost_vector(self) -> np.ndarray:
+        return np.asarray(self.cost)
+
+    def contains(self, X) -> np.ndarray:
+        """Whether each sorted row is in the set."""
+        return np.asarray(X) @ self.cost_vector <= self.bound + _COST_SLACK
+
+    def describe(self) -> dict:
+        """The JSON-ready description reported in ``info["truncation"]["kept_set"]``."""
+        return {"cost_bound": self.bound, "cost": list(self.cost), "stage": self.stage,
+                "states_by_bound": [list(c) for c in self.counts]}
+
+
+def enumerate_sorted(cost, C, *, max_states=50_000_000) -> np.ndarray:
     """All sorted vectors ``0 <= x_0 <= ... <= x_{n-1}`` with ``cost . x <= C``.
 
     Parameters
@@ -51,7 +109,9 @@ def enumerate_sorted(cost, C, n=None, *, max_states=50_000_000):
 
     Returns
     -------
-    (N, n) int32 array, sorted by total ``L = sum x`` and then by colex rank.
+    (N, n) int16 (or int32) array, sorted by total ``L = sum x`` and then by colex rank:
+    the order a :class:`~exactq.statespace.SortedSpace` subset keeps, and the level
+    order of the level-aggregation solver.
 
     Notes
     -----
@@ -60,16 +120,24 @@ def enumerate_sorted(cost, C, n=None, *, max_states=50_000_000):
     ``v' in [v, (C - p) / S_k]`` (``S_k`` the suffix sum), since the cheapest
     completion repeats ``v'``. Every prefix kept has a completion, so intermediate
     arrays never exceed the final size.
+
+    Examples
+    --------
+    With cost ``(0, 1)`` and ``C = 2`` the set is every sorted pair with entries
+    ``<= 2``, ``C(2 + 2, 2) = 6`` states:
+
+    >>> enumerate_sorted([0.0, 1.0], 2).tolist()
+    [[0, 0], [0, 1], [1, 1], [0, 2], [1, 2], [2, 2]]
     """
     cost = np.asarray(cost, dtype=float)
-    n = cost.size if n is None else n
+    n = cost.size
     suffix = np.cumsum(cost[::-1])[::-1]
     if np.any(suffix <= 0):
         raise ModelError("truncation cost must have positive suffix sums (a bounded set)")
     X = np.zeros((1, 0), dtype=np.int32)
     part = np.zeros(1)
     last = np.zeros(1, dtype=np.int64)
-    for k in range(n):
+    for k in range(n):  # one vectorised pass per position
         hi = np.floor((C - part) / suffix[k] + _COST_SLACK).astype(np.int64)
         cnt = np.maximum(hi - last + 1, 0)
         total = int(cnt.sum())
@@ -81,119 +149,22 @@ def enumerate_sorted(cost, C, n=None, *, max_states=50_000_000):
         X = np.concatenate([X[rep], v[:, None].astype(np.int32)], axis=1)
         part = part[rep] + cost[k] * v
         last = v
-    L = X.sum(axis=1, dtype=np.int64)
-    r = colex_rank(X)
-    order = np.lexsort((r, L))
+    order = np.lexsort((colex_rank(X), X.sum(axis=1, dtype=np.int64)))
     small = np.int16 if int(X.max(initial=0)) < 30_000 else np.int32
     return np.ascontiguousarray(X[order], dtype=small)
 
 
-@lru_cache(maxsize=32)
-def _binom_table(vmax: int, n: int) -> np.ndarray:
-    """``T[v, k] = C(v, k)`` for ``v <= vmax``, ``k <= n + 1`` (int64, checked)."""
-    if math.comb(vmax, min(n + 1, vmax // 2 + 1)) >= _MAX_RANK:
-        raise TruncationError(f"sorted-vector ranks overflow 64 bits (values up to {vmax - n})")
-    T = np.zeros((vmax + 1, n + 2), dtype=np.int64)
-    T[:, 0] = 1
-    for k in range(1, n + 2):
-        T[1:, k] = np.cumsum(T[:-1, k - 1])  # C(v, k) = sum_{u < v} C(u, k - 1)
-    T.flags.writeable = False
-    return T
-
-
-def colex_rank(X) -> np.ndarray:
-    """Closed-form rank of sorted vectors: ``sum_i C(x_i + i, i + 1)`` (int64).
-
-    The map ``x -> {x_i + i}`` is a bijection from sorted vectors to strictly
-    increasing ones, ranked by the combinatorial number system (colex order), so
-    all sorted vectors with entries <= K get the ranks ``0 .. C(K + n, n) - 1``.
-    """
-    X = np.asarray(X)
-    n = X.shape[1]
-    vmax = int(X.max(initial=0)) + n + 1
-    T = _binom_table(vmax, n)
-    c = X.astype(np.int64) + np.arange(n)
-    return T[c, np.arange(1, n + 1)].sum(axis=1)
-
-
-class SortedSpace:
-    """A set of sorted queue-length vectors with vectorised indexing.
-
-    Duck-types :class:`exactq.statespace.StateSpace` (``states``, ``names``,
-    ``n_states``, ``index``, ``format_state``, ``namespace``, ``column``) so that the
-    CTMC machinery and state expressions work on it. States are ordered by total
-    ``L`` (the *level*), then by colex rank; ``index`` maps rows to indices by one
-    ``searchsorted`` on the ranks.
-    """
-
-    def __init__(self, states):
-        states = np.asarray(states)
-        if states.dtype not in (np.int16, np.int32, np.int64):
-            states = states.astype(np.int32)
-        self.states = states
-        self.states.flags.writeable = False
-        n = states.shape[1]
-        self.names = tuple(f"x{i}" for i in range(n))
-        self.level = states.sum(axis=1, dtype=np.int64)
-        self.ranks = colex_rank(states)
-        self._order = np.argsort(self.ranks, kind="stable")
-        self._sorted_ranks = self.ranks[self._order]
-        if np.any(np.diff(self._sorted_ranks) == 0):
-            raise ValueError("duplicate states")
-
-    @property
-    def n_states(self) -> int:
-        return len(self.states)
-
-    @property
-    def n_vars(self) -> int:
-        return len(self.names)
-
-    def __len__(self) -> int:
-        return self.n_states
-
-    def lookup(self, ranks) -> np.ndarray:
-        """Index of each rank, ``-1`` where it is not a state."""
-        ranks = np.asarray(ranks, dtype=np.int64)
-        pos = np.searchsorted(self._sorted_ranks, ranks)
-        pos = np.minimum(pos, len(self._sorted_ranks) - 1)
-        hit = self._sorted_ranks[pos] == ranks
-        return np.where(hit, self._order[pos], -1)
-
-    def index(self, rows) -> np.ndarray:
-        rows = np.asarray(rows)
-        if rows.ndim == 1:
-            rows = rows[None, :]
-        srt = np.sort(rows, axis=1)
-        ok = np.all(rows == srt, axis=1) & np.all(rows >= 0, axis=1)
-        if not ok.any():
-            return np.full(len(rows), -1, dtype=np.int64)
-        vmax = int(self.states.max(initial=0))
-        inside = ok & (srt.max(axis=1) <= vmax)
-        out = np.full(len(rows), -1, dtype=np.int64)
-        if inside.any():
-            out[inside] = self.lookup(colex_rank(srt[inside]))
-        return out
-
-    def column(self, name: str) -> np.ndarray:
-        return self.states[:, self.names.index(name)]
-
-    def format_state(self, i: int) -> str:
-        return "(" + ", ".join(str(v) for v in self.states[i]) + ")"
-
-    def namespace(self) -> dict:
-        ns = {nm: self.states[:, k] for k, nm in enumerate(self.names)}
-        ns["L"] = self.level
-        return ns
-
-
-# ================================================================ truncation costs
 def default_cost(n: int, lam: float) -> np.ndarray:
     """Starting truncation cost: ``-log(lambda)`` per job plus ``log 4`` per unit of spread.
 
     The total number of jobs has a geometric tail of ratio ~lambda (all servers busy:
     a birth-death chain with rates n lambda and n); the spread max - min decays by a
     factor ~4 per unit at moderate loads (measured for d = 2, n = 4..8).
+
+    Examples
+    --------
+    >>> c = default_cost(3, 0.5); bool(np.allclose(c, np.log([2 / 4, 2, 2 * 4])))
+    True
     """
     c = np.full(n, -math.log(lam))
     if n > 1:
@@ -207,7 +178,8 @@ def fit_cost(states, pi, *, C=None, cost=None, floor=None) -> np.ndarray:
 
     Parameters
     ----------
-    states : (N, n) sorted states, pi : (N,) stationary vector of a truncated solve
+    states : (N, n) sorted states
+    pi : (N,) stationary vector of a truncated solve
     C, cost : the truncation that produced ``pi``; states within 3 nats of its boundary
         are left out of the fit (they are distorted by the truncation).
     floor : (n,) suffix-sum floor; the fitted suffix sums are raised to at least it
@@ -216,6 +188,15 @@ def fit_cost(states, pi, *, C=None, cost=None, floor=None) -> np.ndarray:
     Returns
     -------
     (n,) cost vector with positive suffix sums.
+
+    Examples
+    --------
+    A law that is exactly ``pi(x) ~ exp(-c . x)`` gives back ``c``:
+
+    >>> X = enumerate_sorted([0.0, 1.0], 12).astype(float)
+    >>> pi = np.exp(-(X @ [0.2, 0.7])); pi /= pi.sum()
+    >>> bool(np.allclose(fit_cost(X, pi), [0.2, 0.7]))
+    True
     """
     X = np.asarray(states, dtype=float)
     n = X.shape[1]
@@ -236,97 +217,75 @@ def fit_cost(states, pi, *, C=None, cost=None, floor=None) -> np.ndarray:
 
 
 # =========================================================== the lumped generator
-@dataclass
-class LumpedChain:
-    """Generator of the sorted-vector chain on a truncation set, with its diagnostics.
-
-    Attributes
-    ----------
-    space : SortedSpace
-    Q : (N, N) csr_matrix, rows sum to 0
-    level : (N,) int64, total jobs L (states are sorted by it)
-    lost_rate : (N,) arrival rate lost at the truncation boundary (lower and block rules)
-    removal_rate : (N,) rate of departures that also removed jobs (lower rule)
-    removed_jobs : (N,) expected number of extra jobs removed per unit time
-    cut_rate : (N,) rate of suppressed transitions (block rule: arrivals and departures)
-    rule : str
-    cost, bound : the truncation ``{x: cost . x <= bound}``
-    """
-
-    space: SortedSpace
-    Q: sp.csr_matrix
-    level: np.ndarray
-    lost_rate: np.ndarray
-    removal_rate: np.ndarray
-    removed_jobs: np.ndarray
-    cut_rate: np.ndarray
-    redirect_rate: np.ndarray
-    rule: str
-    cost: np.ndarray
-    bound: float
-
-    @property
-    def n_states(self) -> int:
-        return self.space.n_states
-
-    @property
-    def states(self) -> np.ndarray:
-        return self.space.states
-
-    def boundary_mask(self) -> np.ndarray:
-        return ((self.lost_rate > 0) | (self.removal_rate > 0) | (self.cut_rate > 0)
-                | (self.redirect_rate > 0))
-
-
-def lumped_generator(space: SortedSpace, *, n, d, lam, sampling="without", error="none", eps=0.0,
-                     g=0, cost, bound, rule="lower", chunk=500_000) -> LumpedChain:
-    """Generator of the sorted queue-length chain restricted to ``{cost . x <= bound}``.
+def lumped_generator(space: SortedSpace, kept: CostSet, *, n, d, lam, sampling="without", error="none", eps=0.0,
+                     g=0, rule="lower", chunk=500_000) -> CTMC:
+    """Generator of the sorted queue-length chain restricted to a cost set, as a CTMC.
 
     Parameters
     ----------
     space : SortedSpace
-        Exactly the sorted vectors with ``cost . x <= bound`` (:func:`enumerate_sorted`).
-    n, d, lam, sampling, error, eps, g : the model (``lam`` per server)
-    cost : (n,) float, bound : float
+        Exactly the sorted vectors of ``kept`` (:func:`enumerate_sorted`), in its order.
+    kept : CostSet
         The truncation set.
-    rule : {"lower", "block"}
+    n, d, lam, sampling, error, eps, g : the model (``lam`` per server)
+    rule : {"redirect", "lower", "block"}
+        ``redirect``: an arrival leaving the set joins the cheapest tie group inside,
+        a departure leaving it happens at the cheapest busy group (no job is lost).
         ``lower``: arrivals leaving the set are lost, a departure leaving it also
-        removes one job from every longest queue until inside (the chain then loses
-        jobs only: a pathwise lower bound for position-based routing, module
+        removes one job from every longest queue until inside (the chain only loses
+        jobs: a pathwise lower bound for position-based routing, see the model's
         docstring). ``block``: every transition leaving the set is suppressed.
     chunk : int
         States processed per vectorised pass (bounds the temporary memory).
 
     Returns
     -------
-    LumpedChain
+    CTMC
+        With ``levels`` (the total number of jobs, by which the states are sorted),
+        ``start`` (``exp(-cost . x)``, the positive guess of the iterative solver),
+        ``boundary`` (the states the rule touched), ``cut_rate`` (rate lost or
+        suppressed), rewards ``L``, ``lost_rate`` (arrivals lost) and
+        ``removed_jobs`` (extra jobs removed per unit time, lower rule), and
+        ``truncation = Truncation(None, rule, kept_set=kept)``.
 
     Notes
     -----
-    Target indices come from rank arithmetic: incrementing the last member ``b`` of
-    a tie group keeps the vector sorted and adds ``C(x_b + b, b)`` to the colex rank;
-    decrementing the first member ``a`` subtracts ``C(x_a - 1 + a, a)``. No target
-    rows are materialised except for the few lower-rule removals.
+    Target indices come from rank arithmetic (:meth:`SortedSpace.lookup`):
+    incrementing the last member ``b`` of a tie group keeps the vector sorted and adds
+    ``C(x_b + b, b)`` to the colex rank; decrementing the first member ``a`` subtracts
+    ``C(x_a - 1 + a, a)``. No target rows are materialised except for the few
+    lower-rule removals.
+
+    Examples
+    --------
+    One server (``n = d = 1``) kept up to 20 jobs is the M/M/1/20 queue; the states
+    are the queue lengths 0..20 and the arrival rate is ``n lambda``:
+
+    >>> X = enumerate_sorted([1.0], 20)
+    >>> c = lumped_generator(SortedSpace([1], states=X), CostSet([1.0], 20), n=1, d=1, lam=0.5, rule="block")
+    >>> float(c.Q[0, 1]), float(c.Q[1, 0]), float(c.cut_rate[-1]), int(c.levels[-1])
+    (0.5, 1.0, 0.5, 20)
     """
     if rule not in ("lower", "block", "redirect"):
         raise ModelError(f"rule must be lower, block or redirect; got {rule!r}")
     X_all = space.states
     N = len(X_all)
-    cost = np.asarray(cost, dtype=float)
+    cost = kept.cost_vector
     suffix = np.cumsum(cost[::-1])[::-1]
-    vmax = int(X_all.max(initial=0)) + n + 2
-    T = _binom_table(vmax, n)
+    T = binomial_table(int(X_all.max(initial=0)) + n, n)
+    ranks = space.ranks
     lost = np.zeros(N)
     removal = np.zeros(N)
     removed = np.zeros(N)
     cut = np.zeros(N)
     redirect = np.zeros(N)
+    most_removed = 0
     srcs, dsts, vals = [], [], []
-    lim = bound + _COST_SLACK
-    for lo in range(0, N, chunk):
+    lim = kept.bound + _COST_SLACK
+    for lo in range(0, N, chunk):  # chunks of states, vectorised within
         hi = min(N, lo + chunk)
         X = X_all[lo:hi]
-        rank = space.ranks[lo:hi]
+        rank = ranks[lo:hi]
         cst = X @ cost
         first, last, start, end = _groups(X)
         P = group_arrival_probabilities(X, n, d, sampling, error, eps, g)
@@ -340,15 +299,14 @@ def lumped_generator(space: SortedSpace, *, n, d, lam, sampling="without", error
             ok_dn = cst + cand[np.arange(len(X)), alt_dn] <= lim
             redirect_up = np.zeros(len(X))
             redirect_dn = np.zeros(len(X))
-        for b in range(n):
+        for b in range(n):  # arrivals joining the tie group that ends at position b
             rows = np.flatnonzero(P[:, b] > 0)
             if rows.size == 0:
                 continue
             rate = n * lam * P[rows, b]
             inside = cst[rows] + cost[b] <= lim
             r_in = rows[inside]
-            tr = rank[r_in] + T[X[r_in, b].astype(np.int64) + b, b]
-            dst = space.lookup(tr)
+            dst = space.lookup(rank[r_in] + T[X[r_in, b].astype(np.int64) + b, b])
             if np.any(dst < 0):  # pragma: no cover - guarded by the cost test
                 raise AssertionError("truncation set is not closed under its own cost test")
             srcs.append((r_in + lo).astype(np.int32))
@@ -369,16 +327,15 @@ def lumped_generator(space: SortedSpace, *, n, d, lam, sampling="without", error
                 dsts.append(space.lookup(rank[rows] + T[X[rows, al].astype(np.int64) + al, al]).astype(np.int32))
                 vals.append(redirect_up[rows])
                 redirect[lo + rows] += redirect_up[rows]
-        for a in range(n):
+        for a in range(n):  # departures from the tie group that starts at position a
             rows = np.flatnonzero(start[:, a] & (X[:, a] > 0))
             if rows.size == 0:
                 continue
             rate = (last[rows, a] - a + 1).astype(float)
             inside = cst[rows] - cost[a] <= lim
             r_in = rows[inside]
-            tr = rank[r_in] - T[X[r_in, a].astype(np.int64) - 1 + a, a]
             srcs.append((r_in + lo).astype(np.int32))
-            dsts.append(space.lookup(tr).astype(np.int32))
+            dsts.append(space.lookup(rank[r_in] - T[X[r_in, a].astype(np.int64) - 1 + a, a]).astype(np.int32))
             vals.append(rate[inside])
             r_out, rate_out = rows[~inside], rate[~inside]
             if r_out.size == 0:
@@ -397,15 +354,18 @@ def lumped_generator(space: SortedSpace, *, n, d, lam, sampling="without", error
             c_row = cst[r_out] - cost[a]
             extra = np.zeros(len(rows_x))
             todo = c_row > lim
-            while todo.any():
+            passes = 0
+            while todo.any():  # remove one job from every longest queue until inside
                 sub = rows_x[todo]
                 t = np.argmax(sub == sub[:, -1:], axis=1)  # first position of the top group
                 rows_x[todo] = sub - (np.arange(n)[None, :] >= t[:, None])
                 c_row[todo] -= suffix[t]
                 extra[todo] += n - t
                 todo = c_row > lim
+                passes += 1
+            most_removed = max(most_removed, passes)
             srcs.append((r_out + lo).astype(np.int32))
-            dsts.append(space.lookup(colex_rank(rows_x)).astype(np.int32))
+            dsts.append(space.index(rows_x).astype(np.int32))
             vals.append(rate_out)
             np.add.at(removal, r_out + lo, rate_out)
             np.add.at(removed, r_out + lo, rate_out * extra)
@@ -417,7 +377,20 @@ def lumped_generator(space: SortedSpace, *, n, d, lam, sampling="without", error
                 dsts.append(space.lookup(rank[rows] - T[X[rows, al].astype(np.int64) - 1 + al, al]).astype(np.int32))
                 vals.append(redirect_dn[rows])
                 redirect[lo + rows] += redirect_dn[rows]
-    # assemble in place: every piece is copied into the final triplets and freed
+    del ranks
+    Q = _assemble(srcs, dsts, vals, N)
+    L = X_all.sum(axis=1, dtype=np.int64)
+    cst = X_all @ cost
+    return CTMC(space=space, Q=Q, cut_rate=cut + lost, jumps=np.full(n, 1 + most_removed, dtype=np.int64),
+                rewards={"L": L.astype(float), "lost_rate": lost, "removed_jobs": removed},
+                constants={"n": n, "arrival_rate": lam},
+                truncation=Truncation(None, rule, "cost of the sorted queue lengths", kept_set=kept),
+                ordering="level", levels=L, start=np.exp(-(cst - cst.min())),
+                boundary=(lost > 0) | (removal > 0) | (cut > 0) | (redirect > 0))
+
+
+def _assemble(srcs: list, dsts: list, vals: list, N: int) -> sp.csr_matrix:
+    """CSR generator from the transition pieces, copied into the final triplets and freed one by one."""
     total = sum(len(v) for v in vals)
     rows = np.empty(total + N, dtype=np.int32)
     cols = np.empty(total + N, dtype=np.int32)
@@ -437,17 +410,26 @@ def lumped_generator(space: SortedSpace, *, n, d, lam, sampling="without", error
     Q = sp.coo_matrix((data, (rows, cols)), shape=(N, N)).tocsr()  # duplicates are summed
     del rows, cols, data
     Q.sort_indices()
-    return LumpedChain(space, Q, space.level, lost, removal, removed, cut, redirect, rule, cost, float(bound))
+    return Q
 
 
-# ====================================================== shape-QBD (upper bound) and the unlumped chain
+# ================================================================= the unlumped chain
 def unlumped_generator(n, d, lam, K, sampling="without", error="none", eps=0.0, g=0):
-    """Generator of the unlumped chain (one coordinate per server), for tests.
+    """Generator of the unlumped chain (one coordinate per server), for checks.
 
     Every sample (ordered ``d``-tuple with replacement, or ``d``-subset without) is
     enumerated and the destination chosen by the routing rule with uniform ties,
     independently of the lumped formulas. Arrivals to a queue at ``K`` are lost.
     Returns ``(states (K+1)^n x n, Q csr)``; small ``n`` only.
+
+    Examples
+    --------
+    Two servers with d = 2 and room for one job each: from the empty state the arrival
+    (rate ``2 lambda``) joins either server with probability 1/2:
+
+    >>> states, Q = unlumped_generator(2, 2, 0.5, 1)
+    >>> states.tolist(), Q[0].toarray().tolist()
+    ([[0, 0], [0, 1], [1, 0], [1, 1]], [[-1.0, 0.5, 0.5, 0.0]])
     """
     import itertools
 
@@ -492,8 +474,15 @@ def unlumped_generator(n, d, lam, K, sampling="without", error="none", eps=0.0, 
     return states, Q
 
 
+# ====================================================== the shape QBD (upper bound)
 def enumerate_profile(profile) -> np.ndarray:
-    """All nondecreasing ``y_1 <= ... <= y_m`` with ``0 <= y_i <= profile[i]`` (profile nondecreasing)."""
+    """All nondecreasing ``y_1 <= ... <= y_m`` with ``0 <= y_i <= profile[i]`` (profile nondecreasing).
+
+    Examples
+    --------
+    >>> enumerate_profile([1, 2]).tolist()
+    [[0, 0], [0, 1], [0, 2], [1, 1], [1, 2]]
+    """
     profile = np.asarray(profile, dtype=np.int64)
     Y = np.zeros((1, 0), dtype=np.int32)
     last = np.zeros(1, dtype=np.int64)
@@ -508,7 +497,15 @@ def enumerate_profile(profile) -> np.ndarray:
 
 
 def count_profile(profile) -> int:
-    """Number of nondecreasing vectors under ``profile`` (dynamic programming on the last value)."""
+    """Number of nondecreasing vectors under ``profile`` (dynamic programming on the last value).
+
+    Examples
+    --------
+    Under the flat profile ``(D, ..., D)`` (``m`` entries) there are ``C(D + m, m)``:
+
+    >>> count_profile([3, 3, 3]) == 20   # C(6, 3)
+    True
+    """
     profile = [int(v) for v in profile]
     if not profile:
         return 1
@@ -528,6 +525,15 @@ def choose_profile(n, shapes, weights, max_phases, *, mass_tol=1e-14) -> np.ndar
     ``weights`` (a shape distribution, e.g. from a lower-bound solve) per new phase,
     while the number of phases stays within ``max_phases`` and the probability left
     outside exceeds ``mass_tol``.
+
+    Examples
+    --------
+    Two servers whose difference is 0, 1 or 2 with some mass each: the cap grows to 2
+    (three phases), or stops at 1 when only two phases are allowed:
+
+    >>> shapes = np.array([[0, 0], [0, 1], [0, 2]]); w = np.array([0.5, 0.3, 0.2])
+    >>> choose_profile(2, shapes, w, 10).tolist(), choose_profile(2, shapes, w, 2).tolist()
+    ([2], [1])
     """
     Y, inv = np.unique(np.asarray(shapes, dtype=np.int64)[:, 1:], axis=0, return_inverse=True)
     w = np.bincount(inv.ravel(), weights=np.asarray(weights, dtype=float), minlength=len(Y))
@@ -555,24 +561,62 @@ def choose_profile(n, shapes, weights, max_phases, *, mass_tol=1e-14) -> np.ndar
     return b
 
 
-def shape_qbd(n, d, lam, profile, sampling="without", error="none", eps=0.0):
+@dataclass(frozen=True)
+class ShapeQBD:
+    """The job-gaining QBD of :func:`shape_qbd` with what the bound needs beside the blocks.
+
+    Attributes
+    ----------
+    qbd : QBD
+        Level = shortest queue, phase = the sorted differences to it under the profile.
+    phases : (m, n) ndarray of int
+        The difference vectors ``y`` (``y_0 = 0``), in phase order.
+    phantom_rate : (m,) ndarray
+        Per phase, the rate of phantom jobs the profile adds.
+    profile : tuple of int
+        The caps ``b_1 <= ... <= b_{n-1}`` on the differences.
+    """
+
+    qbd: QBD
+    phases: np.ndarray
+    phantom_rate: np.ndarray
+    profile: tuple
+
+    @property
+    def phase_jobs(self) -> np.ndarray:
+        """``sum_i y_i`` per phase: jobs above ``n`` times the level."""
+        return self.phases.sum(axis=1).astype(float)
+
+
+def shape_qbd(n, d, lam, profile, sampling="without", error="none", eps=0.0) -> ShapeQBD:
     """The upper-bound QBD: level = shortest queue, phase = differences under a profile.
 
     Phases are the sorted difference vectors ``y = x - x_0`` with ``y_i <= b_i``
-    (``profile`` ``b``, nondecreasing; an int ``D`` means the spread bound ``b_i = D``).
+    (``profile`` ``b``, nondecreasing; an int ``D``, the *spread*, means ``b_i = D``).
     Transitions follow the sorted chain except at the profile, where the system only
     ever *gains* jobs: a departure that would leave the profile (only departures from a
     shortest queue can) is suppressed, and an arrival that would leave it also adds one
     (phantom) job to every shortest queue, which lowers every difference by one and so
     returns inside in one step, keeping the process skip-free in the level. For
-    position-based routing the sorted chain is monotone (module docstring), so the
-    QBD's number of jobs dominates the true one path by path: its E[L] is an upper bound.
+    position-based routing the sorted chain is monotone (the model's docstring), so
+    the QBD's number of jobs dominates the true one path by path: its E[L] is an upper
+    bound.
 
     Returns
     -------
-    dict with ``A0, A1, A2, B1`` (dense), ``phases`` (difference vectors, ``y_0 = 0``
-    first), ``phase_jobs`` (``sum y``), ``phantom_rate`` (per phase, rate of phantom
-    jobs added) and ``profile``.
+    ShapeQBD
+
+    Examples
+    --------
+    Two servers, d = 2 (JSQ) with spread 1: from equal queues (phase 0) an arrival
+    (rate ``2 lambda``) opens a difference of one and a departure (rate 2) lowers the
+    level; from a difference of one the arrival joins the shorter queue and raises the
+    level, and the shorter queue's departure, which would open a difference of two, is
+    suppressed:
+
+    >>> s = shape_qbd(2, 2, 0.4, 1)
+    >>> s.qbd.A0.tolist(), s.qbd.A2.tolist(), s.phase_jobs.tolist()
+    ([[0.0, 0.0], [0.8, 0.0]], [[0.0, 2.0], [0.0, 0.0]], [0.0, 1.0])
     """
     if error == "dependent" and eps > 0:
         raise NotApplicableError("the bounding QBD needs position-based routing (error none or independent)")
@@ -580,16 +624,15 @@ def shape_qbd(n, d, lam, profile, sampling="without", error="none", eps=0.0):
     Y = enumerate_profile(prof) if n > 1 else np.zeros((1, 0), np.int32)
     Y = np.concatenate([np.zeros((len(Y), 1), np.int32), Y], axis=1)
     m = len(Y)
-    ranks = colex_rank(Y[:, 1:]) if n > 1 else np.zeros(1, np.int64)
-    order = np.argsort(ranks)
-    srank = ranks[order]
+    phase_space = SortedSpace([n - 1], states=Y[:, 1:]) if n > 1 else None
 
     def find(rows):
-        rr = colex_rank(rows[:, 1:]) if n > 1 else np.zeros(len(rows), np.int64)
-        pos = np.minimum(np.searchsorted(srank, rr), m - 1)
-        if np.any(srank[pos] != rr):  # pragma: no cover
+        if phase_space is None:
+            return np.zeros(len(rows), np.int64)
+        idx = phase_space.index(rows[:, 1:])
+        if np.any(idx < 0):  # pragma: no cover
             raise AssertionError("phase not found")
-        return order[pos]
+        return idx
 
     def fits(rows):
         return np.all(rows[:, 1:] <= prof, axis=1) if n > 1 else np.ones(len(rows), bool)
@@ -637,5 +680,4 @@ def shape_qbd(n, d, lam, profile, sampling="without", error="none", eps=0.0):
     np.fill_diagonal(A1, 0.0)
     A1 -= np.diag(A0.sum(1) + A1.sum(1) + A2.sum(1))
     B1 = A1 + np.diag(A2.sum(1))  # level 0: the shortest queues are empty and cannot serve
-    return {"A0": A0, "A1": A1, "A2": A2, "B1": B1, "phases": Y, "phase_jobs": Y.sum(1).astype(float),
-            "phantom_rate": phantom, "profile": prof.tolist()}
+    return ShapeQBD(QBD(A0, A1, A2, B1=B1), Y, phantom, tuple(int(v) for v in prof))

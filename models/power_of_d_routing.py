@@ -32,6 +32,13 @@ def window_probability(n: int, d: int, sampling: str, width):
 
     ``C(width, d) / C(n, d)`` without replacement, ``(width / n)^d`` with
     replacement; vectorised over ``width`` (negative widths count as 0).
+
+    Examples
+    --------
+    Two of four servers, both samples among them: ``C(2, 2) / C(4, 2) = 1/6``:
+
+    >>> float(window_probability(4, 2, "without", 2)), float(window_probability(4, 2, "with", 2))
+    (0.16666666666666666, 0.25)
     """
     width = np.maximum(np.asarray(width), 0)
     if sampling == "with":
@@ -49,7 +56,7 @@ def _window_table(n: int, d: int) -> np.ndarray:
 
 
 def _groups(X: np.ndarray):
-    """First and last position of each entry's tie group, for sorted rows ``X``."""
+    """First and last position of each entry's tie group, and the group starts and ends, for sorted rows ``X``."""
     n = X.shape[1]
     pos = np.arange(n)
     start = np.ones(X.shape, dtype=bool)
@@ -90,6 +97,15 @@ def group_arrival_probabilities(X, n, d, sampling, error, eps, g):
     P(shortest in group, span <= g) = W(u - a + 1) - W(u - b) with ``u`` the last
     position of value <= x_b + g, and symmetrically for the longest with ``w`` the
     first position of value >= x_b - g.
+
+    Examples
+    --------
+    Two servers, d = 2 (JSQ): with queues ``(0, 1)`` the arrival joins the shorter one;
+    with ``(1, 1)`` the tie group ``[0, 1]`` gets it all (recorded at its last
+    position):
+
+    >>> group_arrival_probabilities(np.array([[0, 1], [1, 1]]), 2, 2, "without", "none", 0.0, 0).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
     """
     X = np.asarray(X)
     first, _, _, end = _groups(X)
@@ -102,16 +118,15 @@ def group_arrival_probabilities(X, n, d, sampling, error, eps, g):
     a = first
     W = lambda m: window_probability(n, d, sampling, m)  # noqa: E731
     p_min = W(n - a) - W(n - 1 - b)
-    if True:
-        u = np.empty_like(X)
-        w = np.empty_like(X)
-        for j in range(n):  # n vectorised passes over all states
-            col = X[:, j:j + 1]
-            u[:, j] = (X <= col + g).sum(axis=1) - 1
-            w[:, j] = (X < col - g).sum(axis=1)
-        p_min_span = W(u - a + 1) - W(u - b)
-        p_max_span = W(b - w + 1) - W(a - w)
-        p = p_min + eps * (p_max_span - p_min_span)
+    u = np.empty_like(X)
+    w = np.empty_like(X)
+    for j in range(n):  # n vectorised passes over all states
+        col = X[:, j:j + 1]
+        u[:, j] = (X <= col + g).sum(axis=1) - 1
+        w[:, j] = (X < col - g).sum(axis=1)
+    p_min_span = W(u - a + 1) - W(u - b)
+    p_max_span = W(b - w + 1) - W(a - w)
+    p = p_min + eps * (p_max_span - p_min_span)
     return np.where(end, p, 0.0)
 
 
@@ -121,6 +136,13 @@ def position_probabilities(n, d, sampling="without", error="none", eps=0.0):
     Defined for routing that depends on positions only (``error`` none or
     independent): ``(1 - eps) P(min sample at i) + eps P(max sample at i)``. Without
     replacement P(min at i) = ``C(n-1-i, d-1)/C(n, d)``.
+
+    Examples
+    --------
+    Four servers, two samples: ``C(3, 1), C(2, 1), C(1, 1), 0`` over ``C(4, 2) = 6``:
+
+    >>> (position_probabilities(4, 2) * 6).round(12).tolist()
+    [3.0, 2.0, 1.0, 0.0]
     """
     if error == "dependent" and eps > 0 and d > 1:
         raise NotApplicableError("dependent errors depend on the queue lengths, not on positions only")
@@ -148,6 +170,15 @@ def finite_stability_limit(n, d, sampling="without", error="none", eps=0.0):
     limit : float
     rule : str
         One line describing the binding constraint.
+
+    Examples
+    --------
+    Two servers, d = 2, independent errors with eps = 0.75: the longer queue receives
+    ``2 lambda eps`` and must drain at rate 1, so lambda < 1 / (2 eps) = 2/3:
+
+    >>> lim, rule = finite_stability_limit(2, 2, error="independent", eps=0.75)
+    >>> round(lim, 12), rule
+    (0.666666666667, 'the 1 longest queue(s) must drain: 2 lambda P(join top 1) < 1')
     """
     if error != "independent" or eps == 0.0:
         return 1.0, "lambda < 1 (total service capacity)"
@@ -168,6 +199,11 @@ def meanfield_stability_limit(d, error="none", eps=0.0):
     Independent errors: the tail of the fixed point decays with ratio
     ``lambda eps d``, so lambda < 1/(eps d) when eps > 1/d (Bhambay & Mukhopadhyay);
     otherwise (and for dependent errors) lambda < 1.
+
+    Examples
+    --------
+    >>> meanfield_stability_limit(2, "independent", 0.75)[0] == 1 / 1.5, meanfield_stability_limit(2)[0]
+    (True, 1.0)
     """
     if error == "independent" and eps * d > 1.0:
         return 1.0 / (eps * d), f"lambda < 1/(eps d) = {1.0 / (eps * d):.6g} (independent errors, eps > 1/d)"
@@ -199,6 +235,15 @@ def dispatch_tail(s_full, d, error="none", eps=0.0, g=0, power=None):
     ``eps P(min < j <= max, max - min <= g)`` to the shortest-queue term, which is a
     sum over the minimum m in [j - g, j - 1] of window probabilities
     ``psi(s_m - s_{m+g+1}) - psi(s_{m+1} - s_{m+g+1}) - psi(s_m - s_j) + psi(s_{m+1} - s_j)``.
+
+    Examples
+    --------
+    Without errors ``A_j = s_j^d``; with independent errors and eps = 1/2, d = 2, the
+    dispatch is random routing, ``A_j = s_j``:
+
+    >>> s = np.array([1.0, 0.5, 0.25])
+    >>> dispatch_tail(s, 2).tolist(), bool(np.allclose(dispatch_tail(s, 2, "independent", 0.5), s))
+    ([1.0, 0.25, 0.0625], True)
     """
     psi = power if power is not None else (lambda w: w ** d)
     K = s_full.shape[-1] - 1 - (g if error == "dependent" else 0)

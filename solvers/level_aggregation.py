@@ -4,8 +4,8 @@ Solver
 ------
 :func:`stationary_levels` solves ``pi Q = 0`` for a chain whose states are sorted by
 an integer *level* and whose transitions always change the level (no transition
-within a level), such as the sorted queue-length chain of power-of-d ordered by the
-total number of jobs. It runs BiCGSTAB (van der Vorst 1992) on the reduced system
+within a level), such as a chain of sorted queue lengths of identical servers
+ordered by the total number of jobs. It runs BiCGSTAB (van der Vorst 1992) on the reduced system
 ``B x = b`` (``B = Q^T`` minus the row and column of a reference state; Stewart 1994,
 sec. 2.5) with a two-level multiplicative preconditioner:
 
@@ -24,32 +24,20 @@ The prolongation weights are refreshed from the iterate every ``restart`` iterat
 (BiCGSTAB is restarted from the current iterate), so the coarse problem becomes the
 exact aggregated chain as the iteration converges. The stopping test is the
 library's: ``||pi Q||_1 / q <= rtol`` with ``q`` the largest exit rate, computed afresh
-from the returned vector. Measured on power-of-2 (bench/power_of_d.py): 30-60
-iterations for 1e-12 from a cold start at any size, against hours for SuperLU,
-whose fill explodes on these 12-dimensional lattices.
+from the returned vector. Measured on sorted queue-length chains of 4 to 12 servers
+(bench/): 30-60 iterations for 1e-12 from a cold start at any size, against hours
+for SuperLU, whose fill explodes on these 12-dimensional lattices.
 
 Method ``exact``
 ----------------
-For a model offering the *level-chain protocol*:
-
-``level_chain(truncation=None, previous=None) -> chain``
-    a finite chain with ``Q`` (CSR, states sorted by ``level``), ``level``,
-    ``states``, ``n_states``, ``space.index(rows)``, ``boundary_mask()``, ``rule``,
-    ``cost`` and ``bound`` (and optionally ``guess``, a positive start vector).
-    ``truncation`` fixes the set; otherwise ``previous = (last chain, its pi)``
-    lets the model choose the next, larger set (``None`` for the first).
-``level_measure(measure, chain, pi) -> float | list``
-``stability_result(method) -> Result``
-    for the measure ``stability_limit``.
-``exact_delegate() -> str | None`` (optional)
-    a method that gives the exact value instead (e.g. the mean-field limit when the
-    model has infinitely many servers).
-
-the truncation grows until the estimated error is below ``tol`` relative: the change
-between two successive truncations, or, once two successive changes have each shrunk
-by more than half, the geometric extrapolation of the remaining gap. Each solve
-starts from the previous solution mapped onto the larger set, and the previous
-generator is freed before the next one is built.
+Registered here with the one truncation driver (:func:`exactq.truncation.grow`,
+``adaptive`` with ``previous=True``): the model builds each truncated chain from the
+previous one and its solution (``level_chain(level, previous)``, a
+:class:`~exactq.ctmc.CTMC` that declares its ``levels``, ``start`` and ``boundary``),
+:func:`~exactq.solvers.stationary.solve_stationary` picks this solver by the declared
+levels and warm-starts it from the previous solution, and the model maps the
+stationary law to the measure (``level_chain_measure``). A kept set that is not an
+integer level is fixed by the option ``cost_bound`` (one solve).
 
 References
 ----------
@@ -65,22 +53,18 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
-from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from exactq.catalogue import register_method
-from exactq.errors import AccuracyWarning, ModelError, TruncationError
-from exactq.result import Result
-
 from exactq.ctmc import StationaryDistribution
+from exactq.errors import ModelError
 
 from .stationary import _warn_or_raise
 
-__all__ = ["stationary_levels", "solve_exact"]
+__all__ = ["stationary_levels"]
 
 MAX_STATES = 12_000_000
 #: mean states per level from which the smoother loops over levels (else triangular solves)
@@ -286,157 +270,15 @@ def stationary_levels(Q, level, *, x0=None, rtol: float = 1e-12, maxiter: int = 
 
 
 # ============================================================================ exact
-def _boundary_sensitivity(model, measure, chain, pi, value):
-    mask = chain.boundary_mask()
-    bmass = float(pi[mask].sum()) if mask.any() else 0.0
-    if bmass == 0.0:
-        return 0.0, 0.0
-    inner = np.where(mask, 0.0, pi)
-    total = inner.sum()
-    if total <= 0.5:
-        return bmass, math.inf
-    other = model.level_measure(measure, chain, inner / total)
-    return bmass, float(np.max(np.abs(np.asarray(value, float) - np.asarray(other, float))))
-
-
-def _warm_start(chain, previous):
-    x0 = np.asarray(getattr(chain, "guess", np.ones(chain.n_states)), dtype=float).copy()
-    if previous is None:
-        return x0
-    pchain, ppi = previous
-    idx = chain.space.index(pchain.states)
-    ok = (idx >= 0) & (ppi > 0)
-    if ok.any():
-        x0 *= ppi[ok].sum() / max(x0[idx[ok]].sum(), 1e-300)
-        x0[idx[ok]] = ppi[ok]
-    return x0
-
-
-def _diff(a, b) -> float:
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if a.shape != b.shape:
-        m = min(a.size, b.size)
-        tail = np.abs(np.concatenate([a.ravel()[m:], b.ravel()[m:]]))
-        return float(max(np.abs(a.ravel()[:m] - b.ravel()[:m]).max(initial=0.0), tail.max(initial=0.0)))
-    return float(np.max(np.abs(a - b))) if a.size else 0.0
-
-
-@register_method(
+register_method(
     "exact",
     requires="level_chain",
+    driver="adaptive",
     doc="exact finite system: lumped CTMC on a fitted truncation, grown until converged, solved by "
         "level aggregation (n = inf: the mean-field limit)",
-    options=("tol", "truncation", "strict"),
+    options=("tol", "truncation", "strict", "cost_bound"),
+    previous=True,
+    set_options=("cost_bound",),
+    max_states=MAX_STATES,
+    label="exact/{solver}",
 )
-def solve_exact(model, measure, *, tol=1e-9, truncation=None, verify=False, strict=False,
-                max_states=MAX_STATES, progress=None, **_ignored):
-    """Solve ``measure`` through the model's level chain (module docstring).
-
-    Parameters
-    ----------
-    model : a model with the level-chain protocol
-    measure : str
-    tol : float
-        Relative accuracy target: the truncation grows until the estimated error of
-        the value is below ``tol * |value|``.
-    truncation : float, optional
-        A fixed truncation (one solve; the error estimate is then the boundary
-        sensitivity only).
-    max_states : int
-        Refuse larger truncations (:class:`TruncationError` naming the last change).
-    progress : callable, optional
-        Called with each stage's record (dict), e.g. for benchmarks.
-
-    Returns
-    -------
-    Result
-        ``error_estimate``: the extrapolated remaining change. When the last two
-        changes each shrank by a factor ``r < 1/2`` the values converge geometrically
-        and the remainder of the series, ``change r / (1 - r)`` with the larger ``r``,
-        estimates the error of the last value; otherwise the last change itself is
-        used. This is an estimate, not a bound (``bounds`` gives rigorous ones). The
-        boundary mass and the boundary sensitivity (change when the boundary states
-        are dropped) are reported per stage in ``info["truncation"]["history"]``;
-        with the redirect rule the sensitivity overstates the error by 10-50x, so it
-        is not used to stop.
-    """
-    t0 = time.perf_counter()
-    if measure == "stability_limit":
-        res = model.stability_result("exact/closed-form")
-        res.seconds = time.perf_counter() - t0
-        return res
-    delegate = model.exact_delegate() if hasattr(model, "exact_delegate") else None
-    if delegate:
-        from exactq.catalogue import check_method_for
-
-        res = check_method_for(model, delegate).fn(model, measure, tol=tol, truncation=truncation,
-                                                   verify=verify, strict=strict)
-        res.info["exact_delegate"] = f"servers=inf: the exact value is the {delegate} limit"
-        return res
-    rtol = min(1e-10, tol * 1e-3)
-    history = []
-    previous = None
-    prev_value = None
-    changes = []
-    if truncation is not None:
-        chain = model.level_chain(truncation)
-        st = stationary_levels(chain.Q, chain.level, x0=_warm_start(chain, None), rtol=rtol, strict=strict)
-        value = model.level_measure(measure, chain, st.pi)
-        bmass, sens = _boundary_sensitivity(model, measure, chain, st.pi, value)
-        err = sens
-        history.append({"bound": chain.bound, "n_states": chain.n_states, "value": value,
-                        "boundary_mass": bmass, "seconds": st.seconds})
-        if bmass > tol:
-            msg = (f"truncation {truncation}: probability mass {bmass:.3e} on the truncation boundary exceeds "
-                   f"tol={tol:g}; the value may be inaccurate")
-            if strict:
-                raise TruncationError(msg)
-            warnings.warn(msg, AccuracyWarning, stacklevel=3)
-    else:
-        while True:
-            tb = time.perf_counter()
-            chain = model.level_chain(None, previous)
-            build = time.perf_counter() - tb
-            if chain.n_states > max_states:
-                last = history[-1] if history else None
-                raise TruncationError(
-                    f"automatic truncation needs more than max_states={max_states} states for tol={tol:g}"
-                    + (f" (last: {last['n_states']} states, change {last['change']:.2e})" if last else ""))
-            st = stationary_levels(chain.Q, chain.level, x0=_warm_start(chain, previous), rtol=rtol,
-                                   strict=strict)
-            value = model.level_measure(measure, chain, st.pi)
-            bmass, sens = _boundary_sensitivity(model, measure, chain, st.pi, value)
-            change = math.inf if prev_value is None else _diff(value, prev_value)
-            changes.append(change)
-            est = change
-            if len(changes) >= 3 and changes[-2] > 0:
-                r1 = changes[-1] / changes[-2]
-                r2 = changes[-2] / changes[-3] if changes[-3] not in (0.0, math.inf) else math.inf
-                if r1 < 0.5 and r2 < 0.5:
-                    r = max(r1, r2)
-                    est = change * r / (1.0 - r)
-            rec = {"bound": chain.bound, "n_states": chain.n_states, "nnz": int(chain.Q.nnz), "value": value,
-                   "change": change, "estimate": est, "boundary_mass": bmass, "boundary_sensitivity": sens,
-                   "iterations": st.nit, "build_seconds": build, "solve_seconds": st.seconds}
-            history.append(rec)
-            if progress is not None:
-                progress(rec)
-            scale = max(float(np.max(np.abs(np.asarray(value, float)))), 1e-300)
-            err = est
-            if est <= tol * scale:
-                break
-            chain.Q = None  # free the generator before the next, larger one is built
-            previous = (SimpleNamespace(states=chain.states, cost=chain.cost, bound=chain.bound,
-                                        stage=getattr(chain, "stage", 0), n_states=chain.n_states,
-                                        counts=getattr(chain, "counts", [])), st.pi)
-            prev_value = value
-    info = {"solver": st.method, "relative_residual": st.info.get("relative_residual"),
-            "truncation": {"rule": chain.rule, "bound": chain.bound, "cost": np.asarray(chain.cost).tolist(),
-                           "boundary_mass": history[-1]["boundary_mass"],
-                           "error_estimate_kind": "fixed truncation: boundary sensitivity" if truncation is not None
-                           else "successive truncations (geometric extrapolation) and boundary sensitivity",
-                           "history": history}}
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    return Result(value=value, method="exact/level-aggregation", residual=st.residual, error_estimate=err,
-                  n_states=chain.n_states, nit=st.nit, seconds=time.perf_counter() - t0, info=info)

@@ -3,7 +3,8 @@
 Independent checks: the unlumped chain (one coordinate per server, destinations by
 enumerating every sample), two-server JSQ (n = d = 2), the foundation's CTMC builder
 on the same truncation, the direct stationary solver, and the rigorous bounds
-bracketing the exact value.
+bracketing the exact value. The method pairs of one model are in
+tests/pairs/power_of_d.json; the cross-model checks (JSQ) stay here.
 """
 
 from __future__ import annotations
@@ -18,18 +19,16 @@ import pytest
 
 import exactq
 from exactq.errors import ModelError, NotApplicableError, UnstableError
-from exactq.models.power_of_d import (
-    SortedSpace,
-    colex_rank,
-    enumerate_sorted,
+from exactq.models.power_of_d import LUMPED_MAX_SERVERS
+from exactq.models.power_of_d_chain import CostSet, enumerate_sorted, lumped_generator, unlumped_generator
+from exactq.models.power_of_d_routing import (
     finite_stability_limit,
     group_arrival_probabilities,
-    lumped_generator,
     position_probabilities,
-    unlumped_generator,
 )
 from exactq.solvers.level_aggregation import stationary_levels
-from exactq.solvers.stationary import stationary
+from exactq.solvers.stationary import solve_stationary, stationary
+from exactq.statespace import SortedSpace, colex_rank
 
 
 def pod(**kw):
@@ -157,19 +156,21 @@ def test_lumped_generator_equals_foundation_ctmc_and_solvers_agree():
     K = 12
     chain = m.ctmc(K)
     cost = np.array([0.0, 0.0, 1.0])
-    space = SortedSpace(enumerate_sorted(cost, K))
-    lc = lumped_generator(space, n=3, d=2, lam=0.8, error="independent", eps=0.2, cost=cost, bound=K, rule="block")
+    space = SortedSpace([3], states=enumerate_sorted(cost, K))
+    lc = lumped_generator(space, CostSet(cost, K), n=3, d=2, lam=0.8, error="independent", eps=0.2, rule="block")
     idx = space.index(chain.states)
     assert np.all(idx >= 0)
     Qf = chain.Q.toarray()
     Ql = lc.Q.toarray()[np.ix_(idx, idx)]
     assert np.allclose(Qf, Ql, atol=1e-13)
+    assert np.allclose(chain.cut_rate, lc.cut_rate[idx], atol=1e-13)
     pi_direct = stationary(lc.Q, method="direct").pi
-    st = stationary_levels(lc.Q, lc.level, rtol=1e-13)
+    st = stationary_levels(lc.Q, lc.levels, rtol=1e-13)
     assert np.abs(st.pi - pi_direct).max() < 1e-11
     assert st.info["relative_residual"] <= 1e-13
+    assert solve_stationary(lc).method == "level-aggregation"  # picked by the declared levels
     via_ctmc = exactq.solve(m, "mean_number", method="ctmc", truncation=K)
-    assert via_ctmc.value == pytest.approx(float(st.pi @ lc.level), rel=1e-10)
+    assert via_ctmc.value == pytest.approx(float(st.pi @ lc.levels), rel=1e-10)
 
 
 def test_exact_reports_its_truncation_history():
@@ -177,7 +178,11 @@ def test_exact_reports_its_truncation_history():
     hist = r.info["truncation"]["history"]
     assert len(hist) >= 2 and hist[-1]["n_states"] == r.n_states
     assert r.error_estimate <= 1e-8 * r.value
-    assert r.info["truncation"]["rule"] == "redirect"
+    t = r.info["truncation"]
+    assert t["rule"] == "redirect" and t["level"] is None and t["stopped_by"] == "tol"
+    assert [h["kept_set"]["stage"] for h in hist] == list(range(len(hist)))
+    assert t["kept_set"]["cost_bound"] == hist[-1]["kept_set"]["cost_bound"]
+    assert r.method == "exact/level-aggregation"
     occ = exactq.solve("power-of-d", "occupancy", servers=4, d=2, arrival_rate=0.7, tol=1e-8).value
     assert occ[0] == pytest.approx(0.7, abs=1e-7)  # s_1 = lambda (Little, every server busy w.p. lambda)
     assert sum(occ) == pytest.approx(r.value * 0.7, rel=1e-7)
@@ -190,9 +195,10 @@ def test_lower_rule_is_a_lower_bound_and_increases():
     previous = None
     for target in (3000, None, None):
         ch = m.level_chain(None, previous, rule="lower", target_states=target)
-        st = stationary_levels(ch.Q, ch.level, x0=ch.guess, rtol=1e-13)
-        vals.append(float(st.pi @ ch.level) / (4 * 0.8))
-        previous = (ch, st.pi)
+        assert ch.truncation.rule == "lower"
+        st = solve_stationary(ch, rtol=1e-13, previous=previous)
+        vals.append(st.expect(ch.levels) / (4 * 0.8))
+        previous = (ch.released(), st)
     assert all(v <= exact + 1e-12 for v in vals)
     assert vals[-1] > vals[0] and exact - vals[-1] < 1e-4
 
@@ -201,22 +207,72 @@ def test_lower_rule_is_a_lower_bound_and_increases():
 @pytest.mark.parametrize("kw", [dict(servers=3, d=2, arrival_rate=0.85),
                                 dict(servers=4, d=3, arrival_rate=0.7, error="independent", eps=0.3)])
 def test_bounds_bracket_the_exact_value(kw):
-    from exactq.solvers.lb_bounds import solve_finite_bounds
-
     m = pod(**kw)
     exact = exactq.solve(m, tol=1e-9)
-    b = solve_finite_bounds(m, "mean_response_time", lower_states=20_000, max_phases=250)
+    opts = {"lower_states": 20_000, "max_phases": 250}
+    b = exactq.solve(m, "mean_response_time", method="bounds", options=opts)
+    assert b.method == "bounds/coupling" and b.n_states == b.info["lower"]["n_states"]
     assert b.lower <= exact.value <= b.upper
     assert b.upper - b.lower < 0.05 * exact.value
     assert exact.value - b.lower < 1e-3 * exact.value  # the job-losing truncation is tight
-    w = solve_finite_bounds(m, "mean_waiting_time", lower_states=20_000, max_phases=250)
+    w = exactq.solve(m, "mean_waiting_time", method="bounds", options=opts)
     assert w.lower == pytest.approx(b.lower - 1, abs=1e-9)
+
+
+def test_bounds_spread_option_and_its_deprecated_name():
+    """The upper QBD's spread is an option of its own; --truncation still works, with a warning."""
+    kw = dict(servers=3, d=2, arrival_rate=0.7)
+    b = exactq.solve("power-of-d", method="bounds", options={"spread": 3, "lower_states": 8000}, **kw)
+    assert b.info["upper"]["profile"] == [3, 3] and b.info["upper"]["phases"] == 10  # C(3 + 2, 2)
+    with pytest.warns(DeprecationWarning, match="spread=3"):
+        old = exactq.solve("power-of-d", method="bounds", truncation=3, options={"lower_states": 8000}, **kw)
+    assert (old.lower, old.upper) == (b.lower, b.upper)
+    exact = exactq.solve("power-of-d", tol=1e-9, **kw).value
+    assert b.lower <= exact <= b.upper
 
 
 def test_bounds_refuse_dependent_errors():
     with pytest.raises(NotApplicableError, match="ranks"):
         exactq.solve("power-of-d", method="bounds", servers=3, d=2, arrival_rate=0.5, error="dependent",
                      eps=0.5, g=1)
+
+
+def test_exact_cost_bound_option_and_its_deprecated_name():
+    """A fixed kept set is the option cost_bound; truncation=C (its old name) warns and gives the same."""
+    kw = dict(servers=3, d=2, arrival_rate=0.6)
+    r = exactq.solve("power-of-d", method="exact", options={"cost_bound": 40}, **kw)
+    assert len(r.info["truncation"]["history"]) == 1 and r.info["truncation"]["stopped_by"] == "fixed"
+    assert r.info["truncation"]["kept_set"]["cost_bound"] == 40.0
+    with pytest.warns(DeprecationWarning, match="cost_bound=40"):
+        old = exactq.solve("power-of-d", method="exact", truncation=40, **kw)
+    assert old.value == r.value
+    adaptive = exactq.solve("power-of-d", tol=1e-10, **kw)
+    assert r.value == pytest.approx(adaptive.value, abs=r.error_estimate + 1e-9)
+
+
+def test_large_n_exact_is_refused_before_building():
+    with pytest.raises(NotApplicableError) as exc:
+        exactq.solve("power-of-d", servers=500, d=2, arrival_rate=0.9, method="exact")
+    msg = str(exc.value)
+    assert "servers" in msg and str(LUMPED_MAX_SERVERS) in msg and "500" in msg
+    assert "meanfield" in msg and "refined" in msg and "\n" not in msg
+    assert exactq.solve("power-of-d", servers=500, d=2, arrival_rate=0.9, method="refined").value > 2.614
+
+
+@pytest.mark.parametrize("method", ["exact", "meanfield", "refined", "bounds", "ctmc"])
+def test_stability_limit_is_the_models_for_every_method(method):
+    kw = dict(servers=12, d=3, error="independent", eps=0.9)
+    r = exactq.solve("power-of-d", "stability_limit", method=method, **kw)
+    assert r.value == finite_stability_limit(12, 3, error="independent", eps=0.9)[0] == pytest.approx(1 / 2.7)
+    assert r.method == f"{method}/closed-form" and r.error_estimate == 0.0
+
+
+def test_infinite_servers_exact_is_the_meanfield_limit():
+    r = exactq.solve("power-of-d", servers="inf", d=2, arrival_rate=0.9, method="exact")
+    assert r.method == "meanfield/newton" and "meanfield" in r.info["delegate"]
+    assert r.value == pytest.approx(2.614057, abs=5e-7)  # MODELS.md
+    with pytest.raises(NotApplicableError, match="finite number of servers"):
+        exactq.solve("power-of-d", servers="inf", d=2, arrival_rate=0.9, method="ctmc")
 
 
 def test_finite_stability_limit():
@@ -248,3 +304,28 @@ def test_reproduction_registered():
     from exactq.reproduce import reproduction_names
 
     assert "power-of-d" in reproduction_names()
+
+
+def test_reproduction_tables_at_a_tiny_scale(monkeypatch, tmp_path):
+    """The reproduction's functions at n = 2, 3 and one load (the full run takes minutes)."""
+    from exactq.reproduce import have_matplotlib
+    from exactq.reproduce import power_of_d as repro
+
+    monkeypatch.setattr(repro, "SERVERS", (2, 3))
+    monkeypatch.setattr(repro, "LOADS", (0.5,))
+    monkeypatch.setattr(repro, "SWEEP_SERVERS", (2,))
+    servers = repro._servers_table(tol=1e-6, max_states=200_000)
+    assert [r["n"] for r in servers] == [2, 3] and all(r["stop"] == "tol" for r in servers)
+    assert servers[0]["exact"] == pytest.approx(1 + 4.47491282, abs=1e-5)  # MODELS.md: JSQ E[W] + 1
+    for r in servers:
+        assert r["lower"] <= r["exact"] * (1 + 1e-5) and r["exact"] <= r["upper"] * (1 + 1e-5)
+        assert r["meanfield"] == pytest.approx(2.614057, abs=5e-7) and r["mf_rel_error"] < 0
+    loads = repro._load_table(tol=1e-6, max_states=200_000)
+    assert loads[0]["ratio_n2"] == pytest.approx(loads[0]["exact_n2"] / loads[0]["meanfield"])
+    budget = repro._exact(tol=1e-12, max_states=30_000, servers=4, d=2, arrival_rate=0.9)
+    assert budget.budget_reached and budget.n_states <= 30_000
+    stab = repro._stability_table()
+    assert repro._fmt(stab[:2], ["eps", "mf_d2"]).splitlines()[0].split() == ["eps", "mf_d2"]
+    if have_matplotlib():
+        repro._figures(tmp_path, servers, loads, [], stab)
+        assert (tmp_path / "power_of_d_servers.png").stat().st_size > 0
