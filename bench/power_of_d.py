@@ -55,7 +55,8 @@ def _worker_exact(n, tol, max_states, **kw):
     import warnings
 
     import exactq
-    from exactq.solvers.level_aggregation import solve_exact
+    from exactq.catalogue import check_method_for
+    from exactq.methods import run
 
     m = exactq.model("power-of-d", servers=n, d=2, arrival_rate=lam)
     stages = []
@@ -64,10 +65,11 @@ def _worker_exact(n, tol, max_states, **kw):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            r = solve_exact(m, "mean_response_time", tol=tol, max_states=max_states,
-                            progress=lambda rec: stages.append(dict(rec)))
+            r = run(check_method_for(m, "exact"), m, "mean_response_time", tol=tol, truncation=None, verify=False,
+                    strict=False, options={"max_states": max_states, "progress": lambda rec: stages.append(dict(rec))})
+        stopped = r.info["truncation"]["stopped_by"]
         out.update({"value": r.value, "error_estimate": r.error_estimate, "n_states": r.n_states,
-                    "ok": True})
+                    "stopped_by": stopped, "ok": stopped == "tol"})
     except Exception as exc:  # noqa: BLE001 - reported, not hidden
         out.update({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
     out["seconds"] = time.perf_counter() - t0
@@ -87,7 +89,7 @@ def _worker_solver():
     ch = m.level_chain(None, target_states=40_000)
     out = {"n_states": ch.n_states, "nnz": int(ch.Q.nnz)}
     ref = None
-    for name, fn in (("level_aggregation", lambda: stationary_levels(ch.Q, ch.level, x0=ch.guess).pi),
+    for name, fn in (("level_aggregation", lambda: stationary_levels(ch.Q, ch.levels, x0=ch.start).pi),
                      ("gmres", lambda: stationary(ch.Q, method="gmres").pi),
                      ("direct", lambda: stationary(ch.Q, method="direct").pi)):
         times = []
@@ -95,7 +97,7 @@ def _worker_solver():
             t0 = time.perf_counter()
             pi = fn()
             times.append(time.perf_counter() - t0)
-        EL = float(pi @ ch.level)
+        EL = float(pi @ ch.levels)
         ref = EL if ref is None else ref
         out[name] = {"median_seconds": statistics.median(times), "runs": len(times), "EL": EL,
                      "abs_diff_vs_level_aggregation": abs(EL - ref)}
