@@ -400,7 +400,12 @@ def main(argv=None) -> int:
     parser = _build_parser()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        # key=value parameters may also follow the options (solve ... --measure M k=2)
+        if extra and args.command == "solve" and all(_KV.match(e) and not e.startswith("-") for e in extra):
+            args.params = list(args.params) + extra
+        elif extra:
+            raise _UsageError(f"unrecognized arguments: {' '.join(extra)}")
         {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
          "reproduce": _cmd_reproduce}[args.command](args)
     except _UsageError as e:
