@@ -1,12 +1,12 @@
 """Benchmark (not a test): width and cost of the threshold bounds for symmetric JSQ.
 
 For rho in {0.5, 0.8, 0.9, 0.95, 0.99} (two servers of rate 1, arrival rate 2 rho)
-and thresholds T = 1..20, 25, 30, 40, the ``bounds`` machinery
-(:func:`exactq.solvers.bounds.threshold_bounds`: two QBDs with T + 1 phases solved by
-logarithmic reduction) gives lower/upper bounds on E[W] (waiting time, service
+and thresholds T = 1..20, 25, 30, 40, the ``bounds`` method (``exactq.solve(...,
+method="bounds", threshold=T)``: the model's bracket of two QBDs with T + 1 phases,
+solved by logarithmic reduction) gives lower/upper bounds on E[W] (waiting time, service
 excluded) and E[L]. Recorded per (rho, T, measure): the bounds, the relative width
 ``(upper - lower) / midpoint``, whether the exact value lies inside, and the median
-wall time of one ``threshold_bounds`` call. Also: the smallest stable threshold of
+wall time of one ``bounds`` solve at that threshold. Also: the smallest stable threshold of
 the blocking system, the smallest T with relative width below 1 % and below 1e-6,
 and as baselines measured in the same run the exact value by the compensation
 method and by the adaptively truncated CTMC (``tol=1e-9``), with the time ratios
@@ -36,7 +36,7 @@ import scipy
 
 import exactq
 from exactq.errors import UnstableError
-from exactq.solvers.bounds import min_stable_threshold, threshold_bounds
+from exactq.models.jsq import min_stable_threshold
 
 RHOS = (0.5, 0.8, 0.9, 0.95, 0.99)
 THRESHOLDS = tuple(range(1, 21)) + (25, 30, 40)
@@ -75,7 +75,8 @@ def run(rhos, thresholds, repeat, ctmc_baseline):
             rows = []
             for T in thresholds:
                 try:
-                    secs, b = _median_time(lambda: threshold_bounds(lam, 1.0, T, measure), repeat)
+                    secs, b = _median_time(lambda: exactq.solve("jsq", measure, method="bounds", threshold=T,
+                                                                arrival_rate=lam, service_rates="1,1"), repeat)
                 except UnstableError as e:
                     rows.append({"threshold": T, "unstable": str(e)})
                     continue

@@ -1,7 +1,8 @@
 """Shortest-expected-delay routing to Erlang (or exponential) servers.
 
 n >= 2 parallel FCFS queues; server i has Erlang-r service with mean 1/mu_i (r phases
-of rate r mu_i each); Poisson arrivals of rate ``arrival_rate``. The state is the
+of rate r mu_i each); Poisson arrivals of total rate ``arrival_rate`` (to the whole
+system, not per server). The state is the
 number of remaining service phases at each queue, p_i = (phases left of the job in
 service) + r x (waiting jobs). An arrival joins the queue with the shortest expected
 delay *counting its own service*, (p_i + r) / (r mu_i); ties go uniformly to the tied
@@ -10,6 +11,14 @@ queues (``ties=random``) or to the fastest tied server (``ties=fastest``).
 ``phases=1`` is exponential SED (Selen, Adan, Kapodistria & van Leeuwaarden, Queueing
 Systems 84, 2016: join queue 1 iff (q1+1)/mu1 < (q2+1)/mu2); with equal rates it is
 JSQ. By PASTA, E[W] = E[ p_J / (r mu_J) ] with J the queue an arrival joins.
+
+The model describes itself through ``ctmc(level)`` (the chain on remaining phases,
+at most ``level`` jobs' worth per queue), and, for two identical servers, through
+``qbd(width)`` (level = the shorter queue's phases in groups of r, phase = the
+difference, truncated at ``width``) and ``quarter_plane()`` (the
+:class:`~exactq.representations.walk.QuarterPlaneWalk` of the remaining phases: an
+arrival adds r phases to the queue with fewer, each busy queue completes phases at
+rate r mu), solved by the compensation series.
 
 References
 ----------
@@ -20,6 +29,7 @@ Systems 23, 1996.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,9 +38,12 @@ from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.params import Param
-from exactq.representations import QBD
+from exactq.representations import QBD, QuarterPlaneWalk
+from exactq.result import Estimate
 from exactq.statespace import StateSpace
 from exactq.truncation import Truncation
+
+from .jsq import load
 
 __all__ = ["SED", "sed_routing"]
 
@@ -40,6 +53,13 @@ def sed_routing(phases_left: np.ndarray, rates: np.ndarray, r: int, ties: str) -
 
     Compares (p_i + r) mu_j with (p_j + r) mu_i exactly enough for ties: delays are
     equal when they agree to 1e-12 relative.
+
+    Examples
+    --------
+    Erlang-2, rates 1 and 3: from (2, 5) phases the delays are (2 + 2)/2 = 2 and (5 + 2)/6:
+
+    >>> sed_routing(np.array([[2, 5], [0, 0]]), np.array([1.0, 3.0]), 2, "random").tolist()
+    [[0.0, 1.0], [0.0, 1.0]]
     """
     delay = (phases_left + r) / (r * rates[None, :])
     best = delay.min(axis=1, keepdims=True)
@@ -53,13 +73,23 @@ def sed_routing(phases_left: np.ndarray, rates: np.ndarray, r: int, ties: str) -
 @register_model
 @dataclass(frozen=True)
 class SED(Model):
-    """Shortest expected delay routing to Erlang servers (see the module docstring)."""
+    """Shortest expected delay routing to Erlang servers (see the module docstring).
+
+    Examples
+    --------
+    MODELS.md: two identical Erlang-2 servers of mean 1 at load 1/2, E[W] = 0.29938794:
+
+    >>> import exactq
+    >>> round(exactq.solve("sed", arrival_rate=1.0, service_rates="1,1", phases=2).value, 8)
+    0.29938794
+    """
 
     name = "sed"
     summary = "shortest-expected-delay routing, n >= 2 servers with Erlang-r service"
     reference = "Adan & Wessels, Queueing Systems 23 (1996); Selen et al., Queueing Systems 84 (2016)"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate (total)", low=0.0, low_open=True),
+        Param("arrival_rate", "float", "Poisson arrival rate, total over all servers (not per server)", low=0.0,
+              low_open=True),
         Param("service_rates", "floats", "mean service rate mu_i of each server", low=0.0, low_open=True,
               min_len=2),
         Param("phases", "int", "Erlang phases r of every service time (1 = exponential)", default=1,
@@ -87,23 +117,66 @@ class SED(Model):
 
     def check(self):
         total = float(sum(self.service_rates))
-        if self.arrival_rate >= total:
+        if self.arrival_rate >= total if math.isfinite(total) else self.load >= 1:
             raise UnstableError(
                 f"arrival_rate must be < total service rate {total:g} for stability; got {self.arrival_rate:g}"
             )
 
-    # -- quarter-plane random walk (compensation approach) ----------------------------
-    def quarter_plane(self) -> dict:
-        """The walk in (min phases, difference) for two identical Erlang servers."""
+    @property
+    def load(self) -> float:
+        """``arrival_rate / sum(service_rates)``, without overflow for rates near the float limit."""
+        return load(self.arrival_rate, self.service_rates)
+
+    # -- quarter-plane walk (compensation approach) ----------------------------------------
+    def quarter_plane(self) -> QuarterPlaneWalk:
+        """The walk of the remaining phases of two identical servers, in units of the mean service time.
+
+        An arrival (rate ``arrival_rate / mu``) adds r phases to the queue with fewer
+        remaining phases (ties 1/2: for identical servers ``ties=fastest`` breaks ties
+        uniformly, as ``random``); each busy queue completes a phase at rate r.
+
+        Raises
+        ------
+        NotApplicableError
+            Not exactly two identical servers.
+        """
         rates = self.service_rates
         if len(rates) != 2 or rates[0] != rates[1]:
             raise NotApplicableError(
                 "compensation needs exactly two identical servers; got "
                 f"service_rates={list(rates)}; use --method ctmc")
-        # ties: for identical servers "fastest" breaks ties uniformly, i.e. as "random"
-        mu = float(rates[0])
-        return {"kind": "erlang-sed", "rho": self.arrival_rate / (2 * mu), "phases": int(self.phases),
-                "service_rate": mu}
+        r = int(self.phases)
+        return QuarterPlaneWalk.join_shorter(self.arrival_rate / float(rates[0]), (float(r), float(r)), 0.5, r)
+
+    #: measures the compensation series gives
+    WALK_MEASURES = ("mean_number", "mean_waiting_time", "mean_response_time", "mean_queue_lengths", "p_wait",
+                     "prob_empty")
+
+    def quarter_plane_measure(self, measure: str, walk: QuarterPlaneWalk, sol):
+        """A measure from the walk's solution: E[W] = E[min(p1, p2)] / (r mu) by PASTA, the rest from it.
+
+        E[T] = E[W] + 1/mu, E[L] = lambda E[T] (Little), P(wait) = P(min(p1, p2) > 0),
+        P(empty) = p(0, 0); the error estimates of the means propagate from E[W]'s.
+        """
+        if measure not in self.WALK_MEASURES:
+            raise NotApplicableError(f"measure {measure!r} is not available from the compensation method")
+        mu, r, lam = float(self.service_rates[0]), self.phases, self.arrival_rate
+        t = sol.part_sums()
+        wait_walk = sol.mean_min() / r  # in units of the mean service time 1 / mu
+        wait = wait_walk / mu
+        err_w = sol.error(wait_walk, kind="time", rate=float(r)) / mu
+        L = lam * (wait + 1 / mu)
+        p_idle = (t["upper_edge"] + t["lower_edge"] + t["origin"]).mass
+        values = {
+            "mean_number": (L, lam * err_w),
+            "mean_waiting_time": (wait, err_w),
+            "mean_response_time": (wait + 1 / mu, err_w),
+            "mean_queue_lengths": ([L / 2, L / 2], lam * err_w / 2),
+            "p_wait": (1.0 - p_idle, sol.error(1.0 - p_idle)),
+            "prob_empty": (t["origin"].mass, sol.error(t["origin"].mass)),
+        }
+        value, err = values[measure]
+        return Estimate(value, error=float(err), info={"phases": r, "prob_empty": t["origin"].mass})
 
     def auto_method(self) -> str:
         """The QBD (exact in the shorter queue) for two identical servers with few phases, else the CTMC."""
@@ -144,7 +217,9 @@ class SED(Model):
         stays at n = width (the ``redirect`` rule: no job is lost).
         """
         mu = self._identical_pair("qbd")
-        r, lam, N = self.phases, self.arrival_rate, int(width)
+        # rates in units of mu (the stationary law does not depend on the time unit)
+        r, lam, N = self.phases, self.arrival_rate / mu, int(width)
+        mu = 1.0
         if N < r:
             raise ModelError(f"phase truncation must be >= phases ({r}); got {N}")
         w = N + 1
@@ -185,7 +260,7 @@ class SED(Model):
     def qbd_measure(self, measure: str, qbd: QBD, sol):
         mu, r = float(self.service_rates[0]), self.phases
         e = {name: sol.expect_affine(*triple) for name, triple in self.qbd_rewards(qbd).items()}
-        wait = e["short"] / (r * mu)  # PASTA: an arrival joins the shorter queue
+        wait = e["short"] / r / mu  # PASTA: an arrival joins the shorter queue
         values = {
             "mean_number": e["jobs"],
             "mean_waiting_time": wait,
@@ -197,7 +272,7 @@ class SED(Model):
         return values[measure]
 
     def truncation_start(self, tol: float) -> int:
-        rho = self.arrival_rate / sum(self.service_rates)
+        rho = self.load
         return int(math.ceil(math.log(tol) / math.log(rho) / len(self.service_rates))) + 10
 
     def ctmc_size(self, truncation) -> int:
@@ -211,6 +286,10 @@ class SED(Model):
         n, r = len(self.service_rates), self.phases
         mu = np.asarray(self.service_rates, dtype=float)
         lam = self.arrival_rate
+        if not math.isfinite(lam + r * sum(self.service_rates)):
+            raise ModelError(f"arrival_rate + phases * sum(service_rates) must be below {sys.float_info.max:.4g} for "
+                             f"a CTMC generator; got {lam:g} + {r} x {float((mu / mu.max()).sum()):g} x "
+                             f"{float(mu.max()):g} (rescale the time unit)")
         space = StateSpace.box([f"p{i + 1}" for i in range(n)], hi=[r * K] * n)
         routing = sed_routing(space.states, mu, r, self.ties)
         unit = np.eye(n, dtype=np.int64)

@@ -1,11 +1,12 @@
-"""The compensation approach for the symmetric two-server shortest-queue problem.
+"""The compensation approach for the symmetric join-the-shorter walk; the ``compensation`` method.
 
 Adan, Wessels & Zijm, "Analysis of the symmetric shortest queue problem", Stochastic
-Models 6(4), 1990. Two exponential servers of rate mu, Poisson arrivals of rate
-lambda = 2 rho mu joining the shorter queue (ties 1/2-1/2), no jockeying.
+Models 6(4), 1990. The walk (:class:`~exactq.representations.walk.QuarterPlaneWalk`):
+arrivals of rate lambda = 2 rho mu add one to the smaller coordinate (ties 1/2-1/2),
+each positive coordinate decreases by one at rate mu.
 
-In the coordinates m = shorter queue, n = difference, the interior balance equations
-(m >= 1, n >= 2)
+In the coordinates m = min(x, y), n = |x - y| (the law of the unordered pair), the
+interior balance equations (m >= 1, n >= 2)
 
     (2 rho + 2) p(m, n) = 2 rho p(m-1, n+1) + p(m+1, n-1) + p(m, n+1)
 
@@ -31,25 +32,51 @@ absolutely; the number of terms is chosen from the observed ratio of successive
 contributions, and the remaining tail (a geometric series with that ratio) is the
 reported error estimate.
 
-All measures are sums of geometric series per term, so the cost is O(number of
-terms), independent of the load: milliseconds even at rho = 0.99.
+All sums over a part of the plane are sums of geometric series per term, so the cost
+is O(number of terms), independent of the load: milliseconds even at rho = 0.99.
+
+The ``compensation`` method is registered here: the ``single`` driver hands the
+model's ``quarter_plane()`` walk to the walk solver whose declared structure fits it
+(this one, the asymmetric series of :mod:`exactq.solvers.compensation_asym`, or the
+Erlang-jump series of :mod:`exactq.solvers.compensation_sed`) and the model maps the
+solution to its measures (``quarter_plane_measure``).
+
+Examples
+--------
+>>> from exactq.representations import QuarterPlaneWalk
+>>> sol = solve_symmetric_walk(QuarterPlaneWalk.join_shorter(1.8, (1.0, 1.0)))
+>>> s = sol.sums()
+>>> round(s.x + s.y, 8)   # MODELS.md: E[L] = 9.85484308 at rho = 0.9
+9.85484308
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from exactq.catalogue import register_method
-from exactq.errors import ConvergenceError, ModelError, NotApplicableError
-from exactq.result import Result
+from exactq.catalogue import register_method, register_solver
+from exactq.errors import ConvergenceError, ModelError
+from exactq.representations.walk import PartSums, QuarterPlaneWalk, WalkSolution
 
-__all__ = ["SymmetricJSQSolution", "symmetric_jsq"]
+__all__ = ["SymmetricSeries", "symmetric_series", "solve_symmetric_walk", "series_tol"]
 
 MAX_TERMS = 2000
+_EPS = np.finfo(float).eps
+
+
+def series_tol(tol: float) -> float:
+    """The tolerance the series are built to: ``min(tol, 1e-15)`` (their cost barely depends on it).
+
+    Examples
+    --------
+    >>> series_tol(1e-9), series_tol(1e-17)
+    (1e-15, 1e-17)
+    """
+    return min(tol, 1e-15) if tol > 0 else 1e-15
 
 
 def _h(rho, a, b):
@@ -68,14 +95,37 @@ def _vertical_error(rho, a, b):
     return (2 * rho + 1) - a / b - b
 
 
-@dataclass(frozen=True)
-class SymmetricJSQSolution:
-    """The product-form series of the symmetric JSQ and its measures.
+def _sums(c, a, b, d, corner) -> dict:
+    """Unnormalised sums of each part in (m, n), summed per term (every piece is positive per term).
 
-    The series is used on the states with ``m + n >= 2``; near the origin it converges
-    slowly at light load (the coefficients grow almost as fast as the product forms
-    shrink), so the three states ``(0, 0)``, ``(0, 1)`` and ``(1, 0)`` are obtained from
-    their balance equations instead:
+    ``half``: m >= 1, n >= 1 (mass, sum of m, sum of n); ``edge``: m = 0, n >= 1 (mass,
+    sum of n); ``diagonal``: n = 0, m >= 1 (mass, sum of m); ``origin``.
+    """
+    p00, p01, p10 = corner
+    ga, gb = 1 / (1 - a), 1 / (1 - b)
+    return {
+        "half": (float(np.sum(c * a * b * ga * gb)), float(np.sum(c * a * b * ga**2 * gb)),
+                 float(np.sum(c * a * b * ga * gb**2))),
+        # n = 1 is the corner state p(0, 1); the series covers n >= 2
+        "edge": (p01 + float(np.sum(c * b * b * gb)), p01 + float(np.sum(c * b * b * (2 - b) * gb**2))),
+        # m = 1 is the corner state p(1, 0); the series covers m >= 2
+        "diagonal": (p10 + float(np.sum(d * a * a * ga)), p10 + float(np.sum(d * a * a * (2 - a) * ga**2))),
+        "origin": p00,
+    }
+
+
+def _total(sums: dict) -> float:
+    return sums["half"][0] + sums["edge"][0] + sums["diagonal"][0] + sums["origin"]
+
+
+@dataclass(frozen=True)
+class SymmetricSeries(WalkSolution):
+    """The product-form series of the symmetric join-the-shorter walk (normalised).
+
+    The series is used on the states with ``m + n >= 2`` (m = min(x, y), n = |x - y|);
+    near the origin it converges slowly at light load (the coefficients grow almost as
+    fast as the product forms shrink), so the three states ``(0, 0)``, ``(0, 1)`` and
+    ``(1, 0)`` are obtained from their balance equations instead:
 
         p(1, 0) = (p(1, 1) + p(0, 2)) / (2 rho),
         p(0, 1) = (2 p(1, 0) + p(0, 2)) / (2 rho),   p(0, 0) = p(0, 1) / (2 rho).
@@ -83,19 +133,29 @@ class SymmetricJSQSolution:
     Attributes
     ----------
     rho : float
-        Load per server, ``lambda / (2 mu)``.
+        Load per coordinate, ``lambda / (2 mu)``.
     coef, alpha, beta : ndarray
         Terms ``coef[i] * alpha[i]**m * beta[i]**n`` valid for ``n >= 1``, ``m + n >= 2``.
     coef0 : ndarray
         Coefficients of ``alpha[i]**m`` for ``n = 0, m >= 2``.
     corner : tuple of float
-        ``(p(0, 0), p(0, 1), p(1, 0))``.
+        ``(p(0, 0), p(0, 1), p(1, 0))`` in (m, n).
     n_terms : int
     tail : float
         Estimated absolute error of the normalised probabilities from the truncated
         series (a geometric tail with the observed ratio).
     ratio : float
         Observed ratio of successive contributions (< 1 inside the convergence region).
+
+    Examples
+    --------
+    Every job is served at rate mu, so the mean number of busy coordinates is
+    ``lambda / mu = 2 rho``:
+
+    >>> s = symmetric_series(0.3)
+    >>> idle = s.sums(("upper_edge", "lower_edge", "origin")).mass + s.sums(("origin",)).mass
+    >>> round(2 - idle, 12)
+    0.6
     """
 
     rho: float
@@ -108,8 +168,19 @@ class SymmetricJSQSolution:
     tail: float
     ratio: float
 
-    def probability(self, m, n) -> np.ndarray:
-        """``P(shorter queue = m, difference = n)``, vectorised over arrays ``m``, ``n``."""
+    # -- pointwise -----------------------------------------------------------------------
+    def min_difference_probability(self, m, n) -> np.ndarray:
+        """``P(min(X, Y) = m, |X - Y| = n)``, vectorised over integer arrays ``m``, ``n``.
+
+        Examples
+        --------
+        The balance equation of the empty state, ``2 rho p(0, 0) = p(0, 1)``:
+
+        >>> s = symmetric_series(0.4)
+        >>> p00, p01 = s.min_difference_probability([0, 0], [0, 1])
+        >>> bool(abs(2 * 0.4 * p00 - p01) < 1e-15)
+        True
+        """
         m = np.asarray(m)
         n = np.asarray(n)
         mm, nn = m[..., None], n[..., None]
@@ -121,56 +192,104 @@ class SymmetricJSQSolution:
         out = np.where((m == 0) & (n == 1), p01, out)
         return np.where((m == 1) & (n == 0), p10, out)
 
-    def joint(self, q1, q2) -> np.ndarray:
-        """``P(Q1 = q1, Q2 = q2)`` (queue lengths of the two servers)."""
-        q1, q2 = np.asarray(q1), np.asarray(q2)
-        m, n = np.minimum(q1, q2), np.abs(q1 - q2)
-        p = self.probability(m, n)
+    def probability(self, x, y) -> np.ndarray:
+        """``P(X = x, Y = y)``: half of ``P(m, n)`` off the diagonal (the law is symmetric).
+
+        Examples
+        --------
+        >>> s = symmetric_series(0.5)
+        >>> bool(s.probability(3, 5) == s.probability(5, 3) == s.min_difference_probability(3, 2) / 2)
+        True
+        """
+        x, y = np.asarray(x), np.asarray(y)
+        m, n = np.minimum(x, y), np.abs(x - y)
+        p = self.min_difference_probability(m, n)
         return np.where(n > 0, p / 2, p)
 
-    def measures(self, service_rate: float = 1.0) -> dict:
-        """Mean number, waiting and response times, P(wait), P(empty), ... (normalised)."""
-        t = _region_sums(self.coef, self.alpha, self.beta, self.coef0)
-        p00, p01, p10 = self.corner
-        total = t["mass"] + p00 + p01 + p10
-        mean_short = (t["m"] + p10) / total
-        mean_diff = (t["n"] + p01) / total
-        L = 2 * mean_short + mean_diff
-        p_m0_busy = (t["m0"] + p01) / total  # shorter queue empty, longer busy
-        p_empty = p00 / total
-        lam = 2 * self.rho * service_rate
-        p_m_pos = 1 - p_m0_busy - p_empty
-        Lq = L - 2 * p_m_pos - p_m0_busy
+    # -- sums ------------------------------------------------------------------------------
+    @cached_property
+    def _raw(self) -> dict:
+        return _sums(self.coef, self.alpha, self.beta, self.coef0, self.corner)
+
+    def part_sums(self) -> dict:
+        """``{part: PartSums}``, normalised; the law is symmetric, so ``lower`` mirrors ``upper``.
+
+        Examples
+        --------
+        >>> t = symmetric_series(0.5).part_sums()
+        >>> t["upper"].mass == t["lower"].mass and t["upper"].x == t["lower"].y
+        True
+        """
+        raw = self._raw
+        k = 1.0 / _total(raw)
+        hm, hx, hn = raw["half"]
+        em, en = raw["edge"]
+        dm, dx = raw["diagonal"]
+        upper = PartSums(hm / 2, hx / 2, (hx + hn) / 2).scaled(k)
+        edge = PartSums(em / 2, 0.0, en / 2).scaled(k)
         return {
-            "mean_number": L,
-            "mean_waiting_time": Lq / lam,
-            "mean_response_time": L / lam,
-            "mean_queue_lengths": [L / 2, L / 2],
-            "p_wait": p_m_pos,
-            "prob_empty": p_empty,
-            "mean_shorter_queue": mean_short,
-            "mean_difference": mean_diff,
-            "normalisation": total,
+            "upper": upper,
+            "lower": PartSums(upper.mass, upper.y, upper.x),
+            "diagonal": PartSums(dm, dx, dx).scaled(k),
+            "upper_edge": edge,
+            "lower_edge": PartSums(edge.mass, edge.y, edge.x),
+            "origin": PartSums(raw["origin"] * k, 0.0, 0.0),
+        }
+
+    # -- accuracy --------------------------------------------------------------------------
+    @property
+    def residual(self) -> float:
+        """``|total mass - 1|`` of the normalised series, summed afresh."""
+        return abs(_total(self._raw) - 1.0)
+
+    @cached_property
+    def cancellation(self) -> float:
+        """``sum |c beta| / |sum c beta|``: how much the alternating series cancels."""
+        return float(np.sum(np.abs(self.coef * self.beta)) / abs(np.sum(self.coef * self.beta)))
+
+    def error(self, value, *, kind: str = "probability", rate: float = 1.0) -> float:
+        """Error estimate of ``value``: ``tail A s + 100 eps s C`` with ``s = max(1, |value|)``.
+
+        The tail error on probabilities propagates to means with the largest per-state
+        weight of the dominant terms, ``A = 2 / (1 - alpha_0)^2 + 1 / (1 - beta_0)^2``;
+        rounding is bounded through the cancellation factor ``C``. The same bound is
+        used for every kind of quantity (``kind`` and ``rate`` do not change it).
+
+        Examples
+        --------
+        >>> s = symmetric_series(0.5)
+        >>> bool(0 < s.error(0.3) < 1e-13 and s.error(14.0) == 14 * s.error(0.3))
+        True
+        """
+        self._checked_kind(kind)
+        scale = max(1.0, float(np.max(np.abs(np.atleast_1d(value)))))
+        amp = 2.0 / (1 - self.alpha[0]) ** 2 + 1.0 / (1 - self.beta[0]) ** 2
+        return float(self.tail * amp * scale + 100 * _EPS * scale * self.cancellation)
+
+    @property
+    def diagonal_decay(self) -> float:
+        """``alpha_0 = rho^2``."""
+        return float(self.alpha[0])
+
+    @property
+    def info(self) -> dict:
+        """The series' diagnostics."""
+        return {
+            "terms": self.n_terms,
+            "tail_probability": self.tail,
+            "contribution_ratio": self.ratio,
+            "cancellation_factor": self.cancellation,
+            "alpha0": float(self.alpha[0]),
+            "beta0": float(self.beta[0]),
+            "corner_states": "p(0,0), p(0,1), p(1,0) from balance equations",
+            "construction": "symmetric series of Adan, Wessels & Zijm (1990): alternating vertical and "
+                            "horizontal compensation from alpha0 = rho^2, beta0 = rho^2 / (2 + rho)",
         }
 
 
-def _region_sums(c, a, b, d) -> dict:
-    """Sums over ``m + n >= 2`` of every term, in cancellation-free forms."""
-    ga, gb = 1 / (1 - a), 1 / (1 - b)
-    return {
-        # sum_{m>=0,n>=1} a^m b^n minus the (0,1) term
-        "mass": float(np.sum(c * b * (a + b - a * b) * ga * gb) + np.sum(d * a * a * ga)),
-        # sum m a^m b^n (the (0,1) term has m = 0); edge: sum_{m>=2} m a^m
-        "m": float(np.sum(c * a * b * ga**2 * gb) + np.sum(d * a * a * (2 - a) * ga**2)),
-        # sum n a^m b^n minus the (0,1) term: b [1 - (1-a)(1-b)^2] / ((1-a)(1-b)^2)
-        "n": float(np.sum(c * b * (a + 2 * b - b * b - 2 * a * b + a * b * b) * ga * gb**2)),
-        # m = 0, n >= 2
-        "m0": float(np.sum(c * b * b * gb)),
-    }
-
-
-def symmetric_jsq(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TERMS) -> SymmetricJSQSolution:
-    """Build the compensation series for the symmetric JSQ at load ``rho`` per server.
+def symmetric_series(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TERMS,
+                     requested_tol: float = 1e-9) -> SymmetricSeries:
+    """Build the compensation series for the symmetric walk at load ``rho`` per coordinate.
 
     Parameters
     ----------
@@ -181,6 +300,8 @@ def symmetric_jsq(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TERMS)
         first term's contribution) is below ``tol``.
     max_terms : int
         Hard cap on the number of (alpha, beta) pairs.
+    requested_tol : float
+        The accuracy a caller asked for (recorded as the solution's ``tol``).
 
     Raises
     ------
@@ -191,8 +312,8 @@ def symmetric_jsq(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TERMS)
 
     Examples
     --------
-    >>> s = symmetric_jsq(0.9)
-    >>> round(s.measures()["mean_number"], 8)
+    >>> s = symmetric_series(0.9).sums()
+    >>> round(s.x + s.y, 8)   # MODELS.md: E[L] at rho = 0.9
     9.85484308
     """
     if not 0 < rho < 1:
@@ -238,8 +359,9 @@ def symmetric_jsq(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TERMS)
     p10 = (p11 + p02) / (2 * rho)
     p01 = (2 * p10 + p02) / (2 * rho)
     p00 = p01 / (2 * rho)
-    total = _region_sums(coef, alpha, beta, coef0)["mass"] + p00 + p01 + p10
-    return SymmetricJSQSolution(
+    corner = (p00, p01, p10)
+    total = _total(_sums(coef, alpha, beta, coef0, corner))
+    return SymmetricSeries(
         rho=rho,
         coef=coef / total,
         alpha=alpha,
@@ -249,114 +371,68 @@ def symmetric_jsq(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TERMS)
         n_terms=len(coef),
         tail=tail / total,
         ratio=ratio,
+        tol=requested_tol,
     )
 
 
-def queue_marginals(joint, alpha0: float, tol: float = 1e-12, max_level: int = 20000) -> tuple:
-    """``P(Q1 = k)`` and ``P(Q2 = k)``, k = 0..k_max, from a pointwise joint law ``joint(i, j)``.
+# ------------------------------------------------------------------------------- solver
+def _symmetric_structure(walk: QuarterPlaneWalk) -> str | None:
+    """``None`` for a symmetric join-the-shorter walk with unit jumps, else the reason."""
+    s = walk.join_shorter_rates()
+    if s is None:
+        return ("the walk is not of the join-the-shorter form (arrivals add a jump to the smaller coordinate, "
+                "each positive coordinate decreases by one at its own rate)")
+    if s.jump != 1:
+        return f"arrivals add {s.jump} to a coordinate, not 1"
+    if s.service_rates[0] != s.service_rates[1]:
+        return f"the coordinates decrease at different rates {s.service_rates[0]:g} and {s.service_rates[1]:g}"
+    if s.tie_probability != 0.5:
+        return f"ties go to x with probability {s.tie_probability:g}, not 1/2"
+    return None
 
-    The joint law is evaluated on the band ``|i - j| <= D`` of ``0 <= i, j <= k_max``
-    (the difference decays geometrically and the shorter queue like ``alpha0^m``);
-    ``k_max`` and ``D`` grow (x1.5) until the mass left out, ``1 - sum``, is below
-    ``tol``. Returns ``(p1, p2, missing)`` with ``missing`` that mass (an upper bound on
-    the absolute error of every entry, since the law is nonnegative).
+
+@register_solver(QuarterPlaneWalk, name="compensation-symmetric", applies=_symmetric_structure,
+                 doc="symmetric join-the-shorter walk: alternating product-form series (Adan, Wessels & Zijm 1990)",
+                 options=("tol",))
+def solve_symmetric_walk(walk: QuarterPlaneWalk, *, tol: float = 1e-9) -> SymmetricSeries:
+    """Stationary law of a symmetric join-the-shorter walk with unit jumps.
+
+    Parameters
+    ----------
+    walk : QuarterPlaneWalk
+        Arrivals of rate lambda join the smaller coordinate (ties 1/2), both
+        coordinates decrease at rate mu.
+    tol : float
+        The accuracy asked for; the series is built to :func:`series_tol` of it.
+
+    Returns
+    -------
+    SymmetricSeries
+
+    Raises
+    ------
+    NotApplicableError
+        (Through the dispatch) a walk of another structure.
+    ModelError
+        ``lambda >= 2 mu`` (no stationary law).
+
+    Examples
+    --------
+    >>> from exactq.representations import QuarterPlaneWalk
+    >>> s = solve_symmetric_walk(QuarterPlaneWalk.join_shorter(1.0, (1.0, 1.0))).sums()
+    >>> round(s.x + s.y, 8)   # MODELS.md: E[L] at rho = 0.5
+    1.42632075
     """
-    k = int(math.ceil(math.log(tol * (1 - alpha0)) / math.log(alpha0))) + 5 if alpha0 > 0 else 5
-    D = 20
-    while True:
-        i = np.arange(k + 1)
-        d = np.arange(-D, D + 1)
-        ii, jj = i[:, None] + np.zeros_like(d)[None, :], i[:, None] + d[None, :]
-        ok = (jj >= 0) & (jj <= k)
-        p = np.zeros(ii.shape)
-        p[ok] = joint(ii[ok], jj[ok])
-        p1 = p.sum(axis=1)
-        p2 = np.bincount(jj[ok], weights=p[ok], minlength=k + 1)
-        missing = 1.0 - float(p1.sum())
-        if missing <= tol or k >= max_level:
-            return p1, p2, max(missing, 0.0)
-        k, D = int(1.5 * k) + 1, int(1.5 * D) + 1
+    s = walk.join_shorter_rates()
+    rho = s.arrival_rate / s.service_rates[0] / 2
+    return symmetric_series(rho, tol=series_tol(tol), requested_tol=tol)
 
 
-#: walk kind -> solver(walk, measure, tol) -> Result; other modules add kinds with
-#: :func:`register_walk` (asymmetric JSQ, Erlang SED).
-WALK_SOLVERS: dict = {}
-
-
-def register_walk(kind: str):
-    """Register ``fn(walk, measure, tol) -> Result`` for ``quarter_plane()["kind"] == kind``."""
-
-    def deco(fn):
-        if kind in WALK_SOLVERS:
-            raise ValueError(f"compensation walk {kind!r} registered twice")
-        WALK_SOLVERS[kind] = fn
-        return fn
-
-    return deco
-
-
-@register_method(
+register_method(
     "compensation",
     requires="quarter_plane",
+    driver="single",
+    solver_controls=("tol",),
+    label="compensation",
     doc="compensation approach: the equilibrium law as a series of product forms",
 )
-def solve_compensation(model, measure, *, tol=1e-9, **_ignored) -> Result:
-    """Compensation method for a model offering ``quarter_plane()``.
-
-    ``quarter_plane()`` returns a mapping whose ``kind`` selects the solver registered
-    with :func:`register_walk` (``"symmetric-jsq"`` here: ``rho`` and ``service_rate``).
-    """
-    walk = model.quarter_plane()
-    fn = WALK_SOLVERS.get(walk.get("kind"))
-    if fn is None:
-        raise NotApplicableError(
-            f"compensation is implemented for the walks {sorted(WALK_SOLVERS)}; got {walk.get('kind')!r}"
-        )
-    return fn(walk, measure, tol)
-
-
-@register_walk("symmetric-jsq")
-def _solve_symmetric(walk, measure, tol) -> Result:
-    t0 = time.perf_counter()
-    sol = symmetric_jsq(walk["rho"], tol=min(tol, 1e-15) if tol > 0 else 1e-15)
-    if measure == "queue_length_distributions":
-        p1, p2, missing = queue_marginals(sol.joint, float(sol.alpha[0]), tol=max(tol, 1e-14))
-        return Result(value=[p1.tolist(), p2.tolist()], method="compensation",
-                      error_estimate=missing + sol.tail, nit=sol.n_terms, seconds=time.perf_counter() - t0,
-                      info={"terms": sol.n_terms, "levels": len(p1), "mass_beyond_levels": missing,
-                            "tail_probability": sol.tail})
-    if measure not in sol.measures(walk["service_rate"]):
-        raise NotApplicableError(f"measure {measure!r} is not available from the compensation method")
-    return symmetric_result(sol, walk["service_rate"], measure, t0)
-
-
-def symmetric_result(sol: SymmetricJSQSolution, service_rate: float, measure: str, t0: float) -> Result:
-    """The :class:`Result` of ``measure`` from a symmetric series, with its error estimate."""
-    values = sol.measures(service_rate)
-    value = values[measure]
-    # the tail error on probabilities propagates to means with the largest per-state weight
-    # of the dominant terms, 1 / (1 - alpha)^2 (beta) scale; use the first term's scale
-    scale = max(1.0, float(np.max(np.abs(np.atleast_1d(value)))))
-    amp = 2.0 / (1 - sol.alpha[0]) ** 2 + 1.0 / (1 - sol.beta[0]) ** 2
-    # rounding: the alternating series cancels; bound its effect by the cancellation factor
-    cancel = float(np.sum(np.abs(sol.coef * sol.beta)) / abs(np.sum(sol.coef * sol.beta)))
-    err = sol.tail * amp * scale + 100 * np.finfo(float).eps * scale * cancel
-    return Result(
-        value=value,
-        method="compensation",
-        error_estimate=err,
-        n_states=None,
-        nit=sol.n_terms,
-        residual=abs(values["normalisation"] - 1.0),
-        seconds=time.perf_counter() - t0,
-        info={
-            "terms": sol.n_terms,
-            "tail_probability": sol.tail,
-            "contribution_ratio": sol.ratio,
-            "cancellation_factor": cancel,
-            "alpha0": float(sol.alpha[0]),
-            "beta0": float(sol.beta[0]),
-            "prob_empty": values["prob_empty"],
-            "corner_states": "p(0,0), p(0,1), p(1,0) from balance equations",
-        },
-    )

@@ -1,13 +1,16 @@
-"""Compensation approach for shortest-expected-delay routing to two identical Erlang servers.
+"""Compensation approach for the symmetric join-the-shorter walk with jumps r >= 2.
 
 Adan & Wessels, "Shortest expected delay routing for Erlang servers", Queueing Systems
-23 (1996) 77-105 (memorandum COSOR 93-38). Two identical servers, Erlang-r service of
-mean 1/mu (r phases of rate r mu), Poisson arrivals of rate lambda = 2 rho mu; the state
-is the number of remaining phases (p1, p2); an arrival adds r phases to the queue with
-fewer remaining phases (ties 1/2-1/2). In m = min(p1, p2), n = |p1 - p2| (rates in
-units of mu): from (m, n) an arrival goes to (m + min(r, n), |n - r|); the shorter
-queue completes a phase at rate r, to (m - 1, n + 1) (rate 2r to (m - 1, 1) when
-n = 0); the longer one at rate r, to (m, n - 1). The interior equations
+23 (1996) 77-105 (memorandum COSOR 93-38). The walk
+(:class:`~exactq.representations.walk.QuarterPlaneWalk`): arrivals of rate
+lambda = 2 rho mu add r to the smaller coordinate (ties 1/2-1/2), each positive
+coordinate decreases by one at rate r mu. It is the number of remaining service phases
+(p1, p2) of two identical Erlang-r servers of mean 1/mu under shortest-expected-delay
+routing: an arrival adds r phases to the queue with fewer remaining phases. In
+m = min(p1, p2), n = |p1 - p2| (rates in units of mu): from (m, n) an arrival goes to
+(m + min(r, n), |n - r|); the shorter queue completes a phase at rate r, to
+(m - 1, n + 1) (rate 2r to (m - 1, 1) when n = 0); the longer one at rate r, to
+(m, n - 1). The interior equations
 (m >= r, n >= r + 1)
 
     (lambda + 2r) p(m, n) = lambda p(m-r, n+r) + r p(m+1, n-1) + r p(m, n+1)
@@ -42,7 +45,7 @@ beta. They are exactly the r (r + 1) / 2 roots alpha in the unit disk of SED wit
 *instantaneous jockeying* (the difference stays in 0..r; matrix polynomial
 :func:`_jockey_alphas`), each paired with the beta-root at which the (r + 1) x (r + 1)
 layered system is singular (always the root of smallest modulus); the dominant one is
-:func:`sed_decay_rates`. Some are negative or complex (in conjugate pairs).
+:func:`decay_rates`. Some are negative or complex (in conjugate pairs).
 
 Each start solution grows a tree (branching r, depth d: r^d vertical and r^d horizontal
 terms at depth d). Near the origin the tree converges slowly -- at m = 0, n = r the
@@ -58,8 +61,8 @@ The measures are per-term geometric sums over ``m + n >= N`` plus the finite cor
 E[W] = E[m] / (r mu) by PASTA (an arrival joins the shorter queue behind its m phases),
 E[T] = E[W] + 1/mu, E[L] = lambda E[T] (Little), P(wait) = P(m > 0), P(empty) = p(0, 0).
 
-``phases == 1`` is the symmetric JSQ, solved by
-:func:`exactq.solvers.compensation.symmetric_jsq` (Adan, Wessels & Zijm 1990).
+Unit jumps (r = 1) are the symmetric walk of :mod:`exactq.solvers.compensation`
+(Adan, Wessels & Zijm 1990).
 
 Validated against the matrix-geometric ``qbd`` method (exact in m): r = 2..5 at rho =
 0.05..0.98 and r = 6, 7, 8, 10 at rho = 0.2, 0.9 agree to ~1e-13 relative (at rho >= 0.95 the qbd drifts by ~1e-12 with its width
@@ -73,29 +76,35 @@ the observed ratio (~1e-3 per depth) plus the pruned branches; rounding is bound
 100 eps x (sum of |terms|) / (1 - alpha0).
 
 Cost (one core): ~3 ms for r = 2, ~10 ms for r = 3 (qbd at tol 1e-13: ~0.1 s at rho =
-0.9), ~60 ms for r = 5, ~3 s for r = 10; ``phases > MAX_PHASES`` is refused.
+0.9), ~60 ms for r = 5, ~3 s for r = 10; jumps ``r > MAX_JUMP`` are refused.
+
+Examples
+--------
+>>> from exactq.representations import QuarterPlaneWalk
+>>> sol = solve_erlang_walk(QuarterPlaneWalk.join_shorter(1.0, (2.0, 2.0), jump=2))
+>>> round(sol.mean_min() / 2, 8)   # MODELS.md: E[W] = E[min(p1, p2)] / r = 0.29938794 at rho = 0.5
+0.29938794
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.linalg
 
+from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ModelError, NotApplicableError
-from exactq.result import Result
-from exactq.solvers.compensation import register_walk, symmetric_jsq, symmetric_result
+from exactq.representations.walk import PartSums, QuarterPlaneWalk, WalkSolution
 
-__all__ = ["SED_MEASURES", "ErlangSEDSolution", "erlang_sed", "kernel", "sed_decay_rates"]
+from .compensation import series_tol
 
-#: measures of models/sed.py that this solver returns
-SED_MEASURES = ("mean_number", "mean_waiting_time", "mean_response_time", "mean_queue_lengths", "p_wait",
-                "prob_empty")
+__all__ = ["ErlangSeries", "erlang_series", "solve_erlang_walk", "kernel", "decay_rates", "MAX_JUMP"]
 
-MAX_PHASES = 10  # start solutions r (r + 1) / 2 and branching r grow with r
+MAX_JUMP = 10  # start solutions r (r + 1) / 2 and branching r grow with r
 MAX_TERMS = 400_000
+_EPS = np.finfo(float).eps
 
 
 def _roots_batch(coefs: np.ndarray) -> np.ndarray:
@@ -259,22 +268,39 @@ def _next_level(lam, r, a, b, c):
 
 
 def kernel(rho: float, r: int, alpha, beta):
-    """``K(alpha, beta)``; zero where ``alpha^m beta^n`` solves the interior equations."""
+    """``K(alpha, beta)``; zero where ``alpha^m beta^n`` solves the interior equations.
+
+    Examples
+    --------
+    For r = 1 the dominant product form of the symmetric walk, ``(rho^2, rho^2 / (2 + rho))``,
+    lies on the kernel:
+
+    >>> rho = 0.6
+    >>> bool(abs(kernel(rho, 1, rho**2, rho**2 / (2 + rho))) < 1e-15)
+    True
+    """
     return (2 * rho * beta ** (r + 1) + r * alpha ** (r + 1) + r * alpha**r * beta**2
             - (2 * rho + 2 * r) * alpha**r * beta)
 
 
-def sed_decay_rates(rho: float, r: int) -> tuple:
-    """Dominant product form ``(alpha0, beta0)`` of SED for two identical Erlang-r servers.
+def decay_rates(rho: float, r: int) -> tuple:
+    """Dominant product form ``(alpha0, beta0)`` of the symmetric walk with jumps ``r``.
 
-    ``p(m, n) ~ C alpha0^m beta0^n`` as m grows (m = min phases, n = difference >= r): the
+    ``p(m, n) ~ C alpha0^m beta0^n`` as m grows (m = min(x, y), n = |x - y| >= r): the
     start solution of largest alpha (the decay rate of SED with instantaneous jockeying).
-    For r = 1 this is ``(rho^2, rho^2 / (2 + rho))`` of the symmetric JSQ.
 
     Raises
     ------
     ModelError
         ``rho`` outside (0, 1) or ``r < 1``.
+
+    Examples
+    --------
+    For r = 1 this is ``(rho^2, rho^2 / (2 + rho))`` of the symmetric shortest queue:
+
+    >>> a, b = decay_rates(0.6, 1)
+    >>> bool(abs(a - 0.36) < 1e-12 and abs(b - 0.36 / 2.6) < 1e-12)
+    True
     """
     if not 0 < rho < 1 or r < 1:
         raise ModelError(f"need 0 < rho < 1 and r >= 1; got rho={rho}, r={r}")
@@ -284,36 +310,44 @@ def sed_decay_rates(rho: float, r: int) -> tuple:
 
 
 def _region_sums(a, b, N: int, r: int, absolute: bool = False):
-    """Sums of ``a^m b^n`` (n >= r) over ``m + n >= N`` (N >= r): (mass, m-weighted, m = 0 part).
+    """Sums of ``a^m b^n`` (n >= r) over ``m + n >= N`` (N >= r), per term.
 
+    Returns ``(mass, m-weighted, m = 0 part, n-weighted, n-weighted m = 0 part)``.
     Closed forms: for r <= n < N the columns m >= N - n, sum_{m >= k} a^m = a^k / (1 - a),
-    sum_{m >= k} m a^m = a^k (k (1 - a) + a) / (1 - a)^2; for n >= N all m >= 0.
-    With ``absolute`` the moduli are summed (a bound for complex terms).
+    sum_{m >= k} m a^m = a^k (k (1 - a) + a) / (1 - a)^2; for n >= N all m >= 0, and
+    sum_{n >= N} n b^n = b^N (N (1 - b) + b) / (1 - b)^2. With ``absolute`` the moduli
+    are summed (a bound for complex terms).
     """
     if absolute:
         a, b = np.abs(a), np.abs(b)
     ga = 1.0 / (1.0 - a)
     tail_n = b**N / (1.0 - b)
+    tail_nn = b**N * (N * (1.0 - b) + b) / (1.0 - b) ** 2
     mass = tail_n * ga
     mw = tail_n * a * ga * ga
+    nw = tail_nn * ga
     if N > r:
         n = np.arange(r, N)[None, :]
         k = N - n
         w = b[:, None] ** n * a[:, None] ** k
         mass = mass + w.sum(1) * ga
         mw = mw + (w * (k * (1.0 - a[:, None]) + a[:, None])).sum(1) * ga * ga
-    return mass, mw, tail_n
+        nw = nw + (w * n).sum(1) * ga
+    return mass, mw, tail_n, nw, tail_nn
 
 
 def _layer_sums(a, u, N: int, absolute: bool = False):
-    """Sums of the layer terms ``u[:, n] a^m`` (n < r) over ``m >= N - n``: (mass, m-weighted)."""
+    """Sums of the layer terms ``u[:, n] a^m`` (n < r) over ``m >= N - n``, per layer.
+
+    Returns ``(mass, m-weighted)``, each of the shape of ``u`` (terms x layers n = 0..r-1).
+    """
     if absolute:
         a, u = np.abs(a), np.abs(u)
     r = u.shape[1]
     k = N - np.arange(r)[None, :]
     ga = 1.0 / (1.0 - a[:, None])
     w = u * a[:, None] ** k
-    return (w * ga).sum(1), (w * (k * (1.0 - a[:, None]) + a[:, None]) * ga * ga).sum(1)
+    return w * ga, w * (k * (1.0 - a[:, None]) + a[:, None]) * ga * ga
 
 
 def _inflows(lam: float, r: int, m: int, n: int):
@@ -330,10 +364,10 @@ def _inflows(lam: float, r: int, m: int, n: int):
 
 
 @dataclass(frozen=True)
-class ErlangSEDSolution:
-    """The product-form series of SED with two identical Erlang-r servers, r >= 2.
+class ErlangSeries(WalkSolution):
+    """The product-form series of the symmetric join-the-shorter walk with jumps r >= 2.
 
-    ``p(m, n)`` (m = min phases, n = difference) is
+    ``p(m, n)`` (m = min(x, y), n = |x - y|, the law of the unordered pair) is
 
     * a free value for the ``N (N + 1) / 2`` states with ``m + n < N`` (from their
       balance equations),
@@ -342,7 +376,7 @@ class ErlangSEDSolution:
 
     Attributes
     ----------
-    rho, phases, N : the load, r, and the size of the free corner.
+    rho, phases, N : the load, the jump r, and the size of the free corner.
     alpha, beta, coef : complex ndarrays of the product terms (normalised coefficients).
     layer_alpha, layer : complex ndarrays of the layer terms (``layer`` is (J, r)).
     corner : (N, N) ndarray; ``corner[m, n]`` for ``m + n < N`` (zero elsewhere).
@@ -352,6 +386,16 @@ class ErlangSEDSolution:
         system, which is overdetermined and consistent only for the exact series;
         ``cancellation``: sum of |terms|; ``imag``: largest imaginary part of a corner
         state, zero up to rounding as complex terms come in conjugate pairs).
+
+    Examples
+    --------
+    Every unit of work is served at rate mu per busy coordinate, so the mean number of
+    busy coordinates is ``2 rho``:
+
+    >>> s = erlang_series(0.6, 3)
+    >>> idle = s.sums(("upper_edge", "lower_edge", "origin")).mass + s.sums(("origin",)).mass
+    >>> round(2 - idle, 11)
+    1.2
     """
 
     rho: float
@@ -372,8 +416,19 @@ class ErlangSEDSolution:
     cancellation: float
     imag: float
 
-    def probability(self, m, n) -> np.ndarray:
-        """``P(min phases = m, difference = n)``, vectorised over integer arrays ``m``, ``n``."""
+    # -- pointwise -----------------------------------------------------------------------
+    def min_difference_probability(self, m, n) -> np.ndarray:
+        """``P(min(X, Y) = m, |X - Y| = n)``, vectorised over integer arrays ``m``, ``n``.
+
+        Examples
+        --------
+        The balance of the empty state, ``lambda p(0, 0) = r mu p(0, 1)`` (rates in units of mu):
+
+        >>> s = erlang_series(0.5, 2)
+        >>> p00, p01 = s.min_difference_probability([0, 0], [0, 1])
+        >>> bool(abs(1.0 * p00 - 2 * p01) < 1e-14)
+        True
+        """
         m, n = np.broadcast_arrays(np.asarray(m, dtype=np.int64), np.asarray(n, dtype=np.int64))
         out = np.zeros(m.shape)
         r, N = self.phases, self.N
@@ -396,28 +451,105 @@ class ErlangSEDSolution:
         v = self.layer[:, n].T * self.layer_alpha[None, :] ** m[:, None]
         return v.sum(1).real
 
-    def measures(self, service_rate: float = 1.0) -> dict:
-        """E[W], E[T], E[L], P(wait), P(empty), ... from per-term geometric sums."""
+    def probability(self, x, y) -> np.ndarray:
+        """``P(X = x, Y = y)``: half of ``P(m, n)`` off the diagonal (the law is symmetric).
+
+        Examples
+        --------
+        >>> s = erlang_series(0.5, 2)
+        >>> bool(s.probability(2, 7) == s.probability(7, 2) == s.min_difference_probability(2, 5) / 2)
+        True
+        """
+        x, y = np.asarray(x), np.asarray(y)
+        m, n = np.minimum(x, y), np.abs(x - y)
+        p = self.min_difference_probability(m, n)
+        return np.where(n > 0, p / 2, p)
+
+    # -- sums ------------------------------------------------------------------------------
+    @cached_property
+    def _table(self) -> dict:
         r, N = self.phases, self.N
-        mass, mw, m0 = _region_sums(self.alpha, self.beta, N, r)
-        lmass, lmw = _layer_sums(self.layer_alpha, self.layer, N)
-        mm = np.indices(self.corner.shape)[0]
-        total = float(np.real(np.sum(self.coef * mass) + np.sum(lmass))) + float(self.corner.sum())
-        e_m = float(np.real(np.sum(self.coef * mw) + np.sum(lmw))) + float(np.sum(mm * self.corner))
-        p_m0 = float(np.real(np.sum(self.coef * m0))) + float(self.corner[0].sum())
-        mu = float(service_rate)
-        lam = 2 * self.rho * mu
-        wait = e_m / total / (r * mu)  # PASTA: an arrival joins the shorter queue, behind its m phases
-        L = lam * (wait + 1 / mu)  # Little
+        mass, mw, m0, nw, m0n = (np.real(self.coef * x) for x in _region_sums(self.alpha, self.beta, N, r))
+        lmass, lmw = (np.real(x) for x in _layer_sums(self.layer_alpha, self.layer, N))
+        c = self.corner
+        mm, nn = np.indices(c.shape)
+        off = (mm >= 1) & (nn >= 1)
+        layers = np.arange(r)
+        # m >= 1, n >= 1 (unordered): products without the m = 0 row, layers n >= 1 (there m >= N - n >= 1)
+        hm = float(mass.sum() - m0.sum() + lmass[:, 1:].sum() + c[off].sum())
+        hx = float(mw.sum() + lmw[:, 1:].sum() + (mm * c)[off].sum())
+        hn = float(nw.sum() - m0n.sum() + (lmass * layers).sum() + (nn * c)[off].sum())
+        em = float(m0.sum() + c[0, 1:].sum())
+        en = float(m0n.sum() + (nn[0] * c[0]).sum())
+        dm = float(lmass[:, 0].sum() + c[1:, 0].sum())
+        dx = float(lmw[:, 0].sum() + (mm[1:, 0] * c[1:, 0]).sum())
+        upper = PartSums(hm / 2, hx / 2, (hx + hn) / 2)
+        edge = PartSums(em / 2, 0.0, en / 2)
+        return {"upper": upper, "lower": PartSums(upper.mass, upper.y, upper.x), "diagonal": PartSums(dm, dx, dx),
+                "upper_edge": edge, "lower_edge": PartSums(edge.mass, edge.y, edge.x),
+                "origin": PartSums(float(c[0, 0]), 0.0, 0.0)}
+
+    def part_sums(self) -> dict:
+        """``{part: PartSums}``, normalised: per-term geometric sums over ``m + n >= N`` plus the corner.
+
+        Examples
+        --------
+        >>> t = erlang_series(0.5, 2).part_sums()
+        >>> round(sum(v.mass for v in t.values()), 12), t["upper"].x == t["lower"].y
+        (1.0, True)
+        """
+        table = self._table
+        k = 1.0 / sum(v.mass for v in table.values())
+        return {part: table[part].scaled(k) for part in table}
+
+    # -- accuracy --------------------------------------------------------------------------
+    def error(self, value, *, kind: str = "probability", rate: float = 1.0) -> float:
+        """Error estimate from the tails of the mass (``tail``) and of the m-weighted sums (``tail_m``).
+
+        ``rnd = 100 eps C / (1 - |alpha0|)`` bounds rounding (the per-term sums divide by
+        ``1 - alpha``, and the terms cancel by ``C``, the sum of their moduli). A
+        probability: ``tail + rnd``. A mean ``e`` of the smaller coordinate (the
+        m-weighted tail is what the series tracks): ``tail_m + e tail + rnd max(1, e)``;
+        a time ``value = e / rate``: that divided by ``rate``.
+
+        Examples
+        --------
+        >>> s = erlang_series(0.5, 2)
+        >>> bool(0 < s.error(0.1) < s.error(0.6, kind="time", rate=2.0) * 2 < 1e-12)
+        True
+        """
+        kind = self._checked_kind(kind)
+        i0 = int(np.argmax(np.abs(self.alpha)))
+        rnd = 100 * _EPS * self.cancellation / (1 - abs(self.alpha[i0]))
+        if kind == "probability":
+            return float(self.tail + rnd)
+        e = float(np.max(np.abs(np.atleast_1d(value)))) * (rate if kind == "time" else 1.0)
+        err = self.tail_m + e * self.tail + rnd * max(1.0, e)
+        return float(err / rate if kind == "time" else err)
+
+    @property
+    def diagonal_decay(self) -> float:
+        """``|alpha0|``, the largest start alpha."""
+        return float(np.max(np.abs(self.alpha)))
+
+    @property
+    def info(self) -> dict:
+        """The series' diagnostics."""
+        r = self.phases
+        i0 = int(np.argmax(np.abs(self.alpha)))
         return {
-            "mean_number": L,
-            "mean_waiting_time": wait,
-            "mean_response_time": wait + 1 / mu,
-            "mean_queue_lengths": [L / 2, L / 2],
-            "p_wait": 1.0 - p_m0 / total,
-            "prob_empty": float(self.corner[0, 0]) / total,
-            "mean_min_phases": e_m / total,
-            "normalisation": total,
+            "terms": self.n_terms,
+            "depth": self.depth,
+            "tail_probability": self.tail,
+            "contribution_ratio": self.ratio,
+            "cancellation_factor": self.cancellation,
+            "start_solutions": r * (r + 1) // 2,
+            "corner_states": f"p(m, n) for m + n < {self.N} from balance equations",
+            "corner_residual": self.residual,
+            "alpha0": float(self.alpha[i0].real),
+            "beta0": float(self.beta[i0].real),
+            "construction": "Adan & Wessels (1996): r(r+1)/2 start solutions from SED with instantaneous "
+                            "jockeying, vertical steps branching r-fold, layered horizontal steps",
         }
 
 
@@ -426,16 +558,16 @@ def _tree_sum(tree, values, K):
     return np.bincount(tree, values.real, minlength=K) + 1j * np.bincount(tree, values.imag, minlength=K)
 
 
-def erlang_sed(rho: float, phases: int, *, tol: float = 1e-15, N: int | None = None,
-               max_terms: int = MAX_TERMS) -> ErlangSEDSolution:
-    """Build the compensation series for SED with two identical Erlang-``phases`` servers.
+def erlang_series(rho: float, phases: int, *, tol: float = 1e-15, N: int | None = None,
+                  max_terms: int = MAX_TERMS, requested_tol: float = 1e-9) -> ErlangSeries:
+    """Build the compensation series for the symmetric walk with jumps ``phases`` (Erlang servers).
 
     Parameters
     ----------
     rho : float
-        Load per server, in (0, 1).
+        Load per coordinate, in (0, 1).
     phases : int
-        r >= 2 (r = 1 is :func:`~exactq.solvers.compensation.symmetric_jsq`).
+        The jump r >= 2 (r = 1 is :func:`~exactq.solvers.compensation.symmetric_series`).
     tol : float
         Grow every tree until its estimated tail, relative to its start term, is below tol.
     N : int, optional
@@ -443,6 +575,8 @@ def erlang_sed(rho: float, phases: int, *, tol: float = 1e-15, N: int | None = N
         the series converges faster the farther from the origin it is used.
     max_terms : int
         Hard cap on the number of product terms.
+    requested_tol : float
+        The accuracy a caller asked for (recorded as the solution's ``tol``).
 
     Raises
     ------
@@ -454,7 +588,9 @@ def erlang_sed(rho: float, phases: int, *, tol: float = 1e-15, N: int | None = N
 
     Examples
     --------
-    >>> round(erlang_sed(0.5, 2).measures()["mean_waiting_time"], 8)
+    MODELS.md: E[W] = E[min(p1, p2)] / r = 0.29938794 at r = 2, rho = 0.5 (mean service 1):
+
+    >>> round(erlang_series(0.5, 2).mean_min() / 2, 8)
     0.29938794
     """
     r = int(phases)
@@ -472,11 +608,12 @@ def erlang_sed(rho: float, phases: int, *, tol: float = 1e-15, N: int | None = N
     lays = [(a, u, tree)]  # layer terms: alpha, u (T, r), tree
 
     def bounds(a_, b_, c_):  # sums of |term| over m + n >= N: (mass, m-weighted)
-        s0, s1, _ = _region_sums(a_, b_, N, r, absolute=True)
+        s0, s1 = _region_sums(a_, b_, N, r, absolute=True)[:2]
         return np.abs(c_) * s0, np.abs(c_) * s1
 
     def lay_bounds(a_, u_):
-        return _layer_sums(a_, u_, N, absolute=True)
+        m0, m1 = _layer_sums(a_, u_, N, absolute=True)
+        return m0.sum(1), m1.sum(1)
 
     p0, p1 = bounds(a, b, c)
     l0, l1 = lay_bounds(a, u)
@@ -575,7 +712,7 @@ def erlang_sed(rho: float, phases: int, *, tol: float = 1e-15, N: int | None = N
 
     # -- normalise ---------------------------------------------------------------------------
     mass_p = _tree_sum(pt, pc * _region_sums(pa, pb, N, r)[0], K)
-    mass_l = _tree_sum(lt, _layer_sums(la, lu, N)[0], K)
+    mass_l = _tree_sum(lt, _layer_sums(la, lu, N)[0].sum(1), K)
     z = z / (np.sum(z[:K] * (mass_p + mass_l)) + np.sum(z[K:]))
     x = z[:K]
     corner = np.zeros((N, N))
@@ -590,67 +727,68 @@ def erlang_sed(rho: float, phases: int, *, tol: float = 1e-15, N: int | None = N
     tail_m = float(np.sum(absx * (levels_m[-1] * geo + pruned_m)))
     cancel = float(np.sum(np.abs(coef) * _region_sums(pa, pb, N, r, absolute=True)[0])
                    + np.sum(_layer_sums(la, layer, N, absolute=True)[0]) + np.sum(np.abs(corner)))
-    return ErlangSEDSolution(
+    return ErlangSeries(
         rho=rho, phases=r, N=N, alpha=pa, beta=pb, coef=coef, layer_alpha=la, layer=layer, corner=corner,
         n_terms=n_terms, depth=depth, ratio=ratio, tail=tail, tail_m=tail_m, residual=residual,
-        cancellation=cancel, imag=imag,
+        cancellation=cancel, imag=imag, tol=requested_tol,
     )
 
 
-@register_walk("erlang-sed")
-def _solve(walk, measure, tol) -> Result:
-    t0 = time.perf_counter()
-    if measure not in SED_MEASURES:
-        raise NotApplicableError(f"measure {measure!r} is not available from the compensation method")
-    r = int(walk["phases"])
-    mu = float(walk["service_rate"])
-    if r == 1:
-        return _solve_exponential(walk, measure, tol, t0)
-    if r > MAX_PHASES:
+def _erlang_structure(walk: QuarterPlaneWalk) -> str | None:
+    """``None`` for a symmetric join-the-shorter walk with jumps r >= 2, else the reason."""
+    s = walk.join_shorter_rates()
+    if s is None:
+        return ("the walk is not of the join-the-shorter form (arrivals add a jump to the smaller coordinate, "
+                "each positive coordinate decreases by one at its own rate)")
+    if s.jump < 2:
+        return "arrivals add 1 to a coordinate; this series needs jumps r >= 2"
+    if s.service_rates[0] != s.service_rates[1]:
+        return f"the coordinates decrease at different rates {s.service_rates[0]:g} and {s.service_rates[1]:g}"
+    if s.tie_probability != 0.5:
+        return f"ties go to x with probability {s.tie_probability:g}, not 1/2"
+    return None
+
+
+@register_solver(QuarterPlaneWalk, name="compensation-erlang", applies=_erlang_structure,
+                 doc="symmetric join-the-shorter walk with jumps r >= 2 (Erlang phases): r(r+1)/2 start "
+                     "solutions, r-fold branching (Adan & Wessels 1996)", options=("tol",))
+def solve_erlang_walk(walk: QuarterPlaneWalk, *, tol: float = 1e-9) -> ErlangSeries:
+    """Stationary law of a symmetric join-the-shorter walk with jumps ``r`` (2 <= r <= MAX_JUMP).
+
+    Parameters
+    ----------
+    walk : QuarterPlaneWalk
+        Arrivals of rate lambda add r to the smaller coordinate (ties 1/2), both
+        coordinates decrease by one at rate nu; the load per coordinate is
+        ``rho = lambda r / (2 nu)``.
+    tol : float
+        The accuracy asked for; the series is built to :func:`~exactq.solvers.compensation.series_tol` of it.
+
+    Returns
+    -------
+    ErlangSeries
+
+    Raises
+    ------
+    NotApplicableError
+        ``r > MAX_JUMP`` (the series has r(r+1)/2 start solutions, each branching r-fold).
+    ModelError
+        ``rho >= 1`` (no stationary law).
+
+    Examples
+    --------
+    Erlang-2 phases at load 1/2 (MODELS.md: E[W] = E[min] / (r mu) = 0.29938794 with mu = 1):
+
+    >>> from exactq.representations import QuarterPlaneWalk
+    >>> s = solve_erlang_walk(QuarterPlaneWalk.join_shorter(1.0, (2.0, 2.0), jump=2))
+    >>> round(s.mean_min() / 2, 8)
+    0.29938794
+    """
+    s = walk.join_shorter_rates()
+    r = s.jump
+    if r > MAX_JUMP:
         raise NotApplicableError(
-            f"compensation for SED is implemented for phases <= {MAX_PHASES} (the series has r(r+1)/2 "
-            f"start solutions branching r-fold); got phases={r}; use --method qbd")
-    sol = erlang_sed(walk["rho"], r, tol=min(tol, 1e-15) if tol > 0 else 1e-15)
-    values = sol.measures(mu)
-    value = values[measure]
-    lam = 2 * walk["rho"] * mu
-    e_m = values["mean_min_phases"]
-    # rounding: the per-term sums divide by 1 - alpha (alpha0 -> 1 as rho -> 1) and the terms cancel
-    i0 = int(np.argmax(np.abs(sol.alpha)))  # the dominant start solution
-    rnd = 100 * np.finfo(float).eps * sol.cancellation / (1 - abs(sol.alpha[i0]))
-    err_m = sol.tail_m + e_m * sol.tail + rnd * max(1.0, e_m)
-    err_p = sol.tail + rnd
-    err_w = err_m / (r * mu)
-    err = {"mean_waiting_time": err_w, "mean_response_time": err_w, "mean_number": lam * err_w,
-           "mean_queue_lengths": lam * err_w / 2, "p_wait": err_p, "prob_empty": err_p}[measure]
-    return Result(
-        value=value,
-        method="compensation",
-        error_estimate=float(err),
-        n_states=None,
-        nit=sol.n_terms,
-        residual=sol.residual,
-        seconds=time.perf_counter() - t0,
-        info={
-            "terms": sol.n_terms,
-            "depth": sol.depth,
-            "tail_probability": sol.tail,
-            "contribution_ratio": sol.ratio,
-            "cancellation_factor": sol.cancellation,
-            "start_solutions": r * (r + 1) // 2,
-            "corner_states": f"p(m, n) for m + n < {sol.N} from balance equations",
-            "corner_residual": sol.residual,
-            "alpha0": float(sol.alpha[i0].real),
-            "beta0": float(sol.beta[i0].real),
-            "phases": r,
-            "construction": "Adan & Wessels (1996): r(r+1)/2 start solutions from SED with instantaneous "
-                            "jockeying, vertical steps branching r-fold, layered horizontal steps",
-        },
-    )
-
-
-def _solve_exponential(walk, measure, tol, t0) -> Result:
-    sol = symmetric_jsq(walk["rho"], tol=min(tol, 1e-15) if tol > 0 else 1e-15)
-    res = symmetric_result(sol, float(walk["service_rate"]), measure, t0)
-    res.info.update(phases=1, construction="phases=1: symmetric-JSQ compensation series (Adan, Wessels & Zijm 1990)")
-    return res
+            f"the compensation series for jumps r >= 2 (Erlang phases) is implemented for r <= {MAX_JUMP} (it has "
+            f"r(r+1)/2 start solutions, each branching r-fold); got r = {r}")
+    rho = s.arrival_rate / (2 * (s.service_rates[0] / r))
+    return erlang_series(rho, r, tol=series_tol(tol), requested_tol=tol)

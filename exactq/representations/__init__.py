@@ -38,3 +38,11 @@ __all__ = ["CTMC", "DTMC", "StationaryDistribution", "QBD", "QBDSolution", "Trun
            "SortedSpace"]
 __all__ += ["RoutingProblem", "RoutingSolution", "NetworkRoutingProblem", "NetworkRoutingSolution", "LinearProgram",
             "LinearProgramSolution", "RootProblem", "RootSolution"]
+
+# Walks (:mod:`.walk`): :class:`QuarterPlaneWalk` (jump rates on the six homogeneous parts
+# of the quarter plane) -> a :class:`WalkSolution` (a series of product forms). Brackets
+# (:mod:`.bracket`): :class:`Bracket` (comparison systems at a threshold) -> :class:`BracketSolution`.
+from .bracket import Bracket, BracketSolution  # noqa: E402
+from .walk import JoinShorter, PartSums, QuarterPlaneWalk, WalkSolution  # noqa: E402
+
+__all__ += ["QuarterPlaneWalk", "JoinShorter", "WalkSolution", "PartSums", "Bracket", "BracketSolution"]

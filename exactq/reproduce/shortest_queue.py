@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import exactq
-from exactq.reproduce import have_matplotlib, register_reproduction
+from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
 
 __all__ = ["reproduce_shortest_queue"]
 
@@ -138,6 +138,16 @@ def _bounds_vs_threshold(rho: float = 0.9, thresholds=range(1, 11)) -> list[dict
 
 @register_reproduction("shortest-queue", "JSQ by compensation/CTMC/bounds, SED for Erlang servers, finite capacity")
 def reproduce_shortest_queue(out_dir: Path | None) -> str:
+    """The tables (and, with ``out_dir`` and matplotlib, the figures) of the shortest-queue papers.
+
+    Examples
+    --------
+    The jockeying identity it reports (threshold 1 = M/M/2, E[L] = 2 rho / (1 - rho^2)):
+
+    >>> r = exactq.solve("jsq", "mean_number", method="bounds", threshold=1, arrival_rate=1.0, service_rates="1,1")
+    >>> bool(r.lower <= 1.42632075 <= r.upper and abs(r.info["jockeying"]["value"] - 1 / 0.75) < 1e-12)
+    True
+    """
     jsq = _jsq_table()
     asym = _asymmetric_table()
     sed = _sed_table()
@@ -178,12 +188,8 @@ def reproduce_shortest_queue(out_dir: Path | None) -> str:
 
 
 def _figures(out_dir: Path, marg: dict, bt: list[dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig = new_figure(figsize=(5, 3.5))
+    ax = fig.subplots()
     for rho, d in marg.items():
         line, = ax.semilogy(range(len(d["exact"])), d["exact"], marker=".", linestyle="none",
                             label=f"rho = {rho}, exact")
@@ -195,10 +201,10 @@ def _figures(out_dir: Path, marg: dict, bt: list[dict]) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(out_dir / "finite_capacity_marginal.png", dpi=120)
-    plt.close(fig)
     pts = [r for r in bt if r.get("lower") is not None]
     if pts:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
+        fig = new_figure(figsize=(5, 3.5))
+        ax = fig.subplots()
         T = [r["T"] for r in pts]
         exact = exactq.solve("jsq", "mean_waiting_time", method="compensation", arrival_rate=1.8,
                              service_rates="1,1").value
@@ -210,4 +216,3 @@ def _figures(out_dir: Path, marg: dict, bt: list[dict]) -> None:
         ax.legend()
         fig.tight_layout()
         fig.savefig(out_dir / "jsq_bounds.png", dpi=120)
-        plt.close(fig)

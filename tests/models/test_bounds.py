@@ -11,30 +11,37 @@ arrival rate 2 rho. The MODELS.md references are asserted separately.
 
 import doctest
 import math
-from types import SimpleNamespace
 
 import mpmath as mp
 import numpy as np
 import pytest
 
 import exactq
-import exactq.solvers.bounds as bounds_module
+import exactq.models.jsq as jsq_module
+from exactq.catalogue import solve_representation
 from exactq.ctmc import Event, build_ctmc
-from exactq.errors import AccuracyWarning, ModelError, NotApplicableError, TruncationError, UnstableError
-from exactq.solvers.bounds import (
-    MEASURES,
-    SYSTEMS,
-    adaptive_threshold_bounds,
-    min_stable_threshold,
-    solve_bounds,
-    solve_threshold_system,
-    threshold_bounds,
-    threshold_measure,
-    threshold_qbd,
-)
+from exactq.errors import AccuracyWarning, NotApplicableError, TruncationError, UnstableError
+from exactq.models.jsq import BOUNDED_MEASURES as MEASURES
+from exactq.models.jsq import SYSTEMS, blocking_drift, min_stable_threshold, threshold_measure, threshold_qbd
+from exactq.representations import Bracket, BracketSolution
+from exactq.solvers.qbd import mean_drift, solve_qbd
 from exactq.solvers.stationary import solve_stationary as solve_chain
-from exactq.solvers.qbd import mean_drift
 from exactq.statespace import StateSpace
+
+
+def solve_threshold_system(lam, mu, T, system, **kw):
+    return solve_qbd(threshold_qbd(lam, mu, T, system), **kw)
+
+
+def threshold_bounds(lam, mu, T, measure, **kw):
+    """The bounds method at a fixed threshold, through the public API."""
+    return exactq.solve("jsq", measure, method="bounds", threshold=T, arrival_rate=lam,
+                        service_rates=f"{mu},{mu}", **kw)
+
+
+def adaptive_threshold_bounds(lam, mu, measure, rtol, **kw):
+    return exactq.solve("jsq", measure, method="bounds", tol=rtol, arrival_rate=lam, service_rates=f"{mu},{mu}", **kw)
+
 
 ORDER = ("mean_number", "mean_waiting_time", "mean_response_time", "prob_empty")
 EXACT = {
@@ -63,7 +70,7 @@ def test_reference_values_are_those_of_models_md():
 
 
 def test_doctests():
-    assert doctest.testmod(bounds_module).failed == 0
+    assert doctest.testmod(jsq_module).failed == 0
 
 
 # ----------------------------------------------------------------- the modified systems
@@ -137,10 +144,16 @@ def test_min_stable_threshold_agrees_with_the_qbd_drift():
         T_min = min_stable_threshold(lam, 1.0)
         for T in range(1, T_min + 3):
             b = threshold_qbd(lam, 1.0, T, "blocking")
-            drift = mean_drift(b["A0"], b["A1"], b["A2"])["drift"]
+            drift = mean_drift(b.A0, b.A1, b.A2)["drift"]
             assert (drift < 0) == (T >= T_min), (lam, T)
+            assert blocking_drift(lam, 1.0, T) == pytest.approx(drift, rel=1e-9, abs=1e-14)
     assert min_stable_threshold(1.41, 1.0) == 1 and min_stable_threshold(1.42, 1.0) == 2
     assert min_stable_threshold(1.8, 1.0) == 2
+    # the drift tends to (lambda - 2 mu) / 2, so T grows like log(2 mu - lambda) only
+    assert blocking_drift(1.5, 1.0, 60) == pytest.approx((1.5 - 2) / 2, rel=1e-12)
+    assert min_stable_threshold(2 - 1e-9, 1.0) < 40
+    with pytest.raises(UnstableError, match="unstable for every threshold"):
+        min_stable_threshold(2 - 1e-13, 1.0)
 
 
 def test_unstable_blocking_raises_naming_the_threshold_needed():
@@ -151,6 +164,9 @@ def test_unstable_blocking_raises_naming_the_threshold_needed():
         threshold_bounds(1.98, 1.0, 3, "mean_number")
     with pytest.raises(UnstableError, match="arrival_rate must be < total service rate 2"):
         threshold_bounds(2.0, 1.0, 6, "mean_number")
+    # the QBD solver's own drift test agrees
+    with pytest.raises(UnstableError, match="not positive recurrent"):
+        solve_threshold_system(1.8, 1.0, 1, "blocking")
 
 
 # ------------------------------------------------------------------ the bounds themselves
@@ -185,7 +201,7 @@ def _mp_expectation(lam, T, system, dps=40):
     """E[L] of a threshold system by logarithmic reduction in mpmath at ``dps`` digits."""
     with mp.workdps(dps):
         b = threshold_qbd(lam, 1.0, T, system)
-        A0, A1, A2, B1 = (mp.matrix(b[k].tolist()) for k in ("A0", "A1", "A2", "B1"))
+        A0, A1, A2, B1 = (mp.matrix(getattr(b, k).tolist()) for k in ("A0", "A1", "A2", "B1"))
         m = T + 1
         eye = mp.eye(m)
         inv = mp.inverse(-A1)
@@ -229,6 +245,12 @@ def test_adaptive_threshold_reaches_the_requested_width():
     assert b.upper - b.lower <= 1e-6 * mid
     assert b.lower <= exact(0.9, "mean_waiting_time") <= b.upper
     assert b.info["history"][0]["threshold"] == 2 and b.info["threshold"] < 30
+    assert b.info["adaptive"] and b.info["threshold"] == b.info["history"][-1]["threshold"]
+    # the result is the intersection of every threshold's bounds
+    assert b.lower == max(h["lower"] for h in b.info["history"])
+    assert b.upper == min(h["upper"] for h in b.info["history"])
+    steps = [h["threshold"] for h in b.info["history"]]
+    assert all(t2 == t1 + max(1, t1 // 4) for t1, t2 in zip(steps, steps[1:]))
     b = adaptive_threshold_bounds(1.98, 1.0, "mean_number", rtol=1e-4)
     assert b.info["history"][0]["threshold"] == 4  # the smallest stable threshold
     assert b.lower <= exact(0.99, "mean_number") <= b.upper
@@ -244,50 +266,57 @@ def test_adaptive_threshold_stops_at_the_rounding_floor():
 
 
 # ------------------------------------------------------------------- the registered method
-def _stub(**data):
-    base = {"arrival_rate": 1.8, "service_rates": (1.0, 1.0), "ties": "random", "threshold": 6}
-    base.update(data)
-    return SimpleNamespace(name="jsq", jsq_bounds=lambda: SimpleNamespace(**base))
-
-
 def test_registered_method_returns_a_bounded_result():
-    assert any(s.requires == "jsq_bounds" for s in exactq.catalogue.get_method("bounds"))
-    r = solve_bounds(_stub(), "mean_waiting_time", verify=True)
+    assert any(s.requires == "threshold_bracket" and s.driver == "bracket" for s in exactq.catalogue.get_method("bounds"))
+    r = threshold_bounds(1.8, 1.0, 6, "mean_waiting_time", verify=True)
     assert r.method == "bounds" and r.measure == "mean_waiting_time"
     assert r.lower <= 4.47491282 <= r.upper
     assert r.value == pytest.approx(0.5 * (r.lower + r.upper))
     assert r.error_estimate == pytest.approx(0.5 * (r.upper - r.lower))
     assert r.info["threshold"] == 6 and r.info["verify"]["agree"]
-    assert r.residual < 1e-12
+    assert r.info["verify"]["second_algorithm"] == "cyclic_reduction" and r.info["verify"]["abs_diff"] < 1e-12
+    assert r.info["lower_system"] == "threshold jockeying" and r.info["algorithm"] == "logarithmic_reduction"
+    assert r.residual < 1e-12 and r.nit == r.info["jockeying"]["nit"] + r.info["blocking"]["nit"]
     d = r.to_dict()
     assert d["lower"] == r.lower and d["info"]["jockeying"]["spectral_radius"] < 1
-    # a mapping works too, and threshold None means "grow T until the width <= tol"
-    model = SimpleNamespace(jsq_bounds=lambda: {"arrival_rate": 1.0, "service_rates": (1.0, 1.0),
-                                                "ties": "random", "threshold": None})
-    r = solve_bounds(model, "mean_number", tol=1e-8)
+    # threshold None means "grow T until the width <= tol"
+    r = adaptive_threshold_bounds(1.0, 1.0, "mean_number", rtol=1e-8)
     assert r.upper - r.lower <= 1e-8 * r.value
     assert r.lower <= exact(0.5, "mean_number") <= r.upper
 
 
+def test_the_model_describes_the_bounds_by_a_bracket_of_two_qbds():
+    m = exactq.model("jsq", arrival_rate=1.8, service_rates="2,2")
+    b = m.threshold_bracket("prob_empty", 3)
+    assert isinstance(b, Bracket) and b.parameter == 3 and set(b.systems) == set(SYSTEMS)
+    assert b.systems["blocking"].n_phases == 4
+    sol = solve_representation(b)
+    assert isinstance(sol, BracketSolution) and sol.residual < 1e-12
+    est = m.threshold_bracket_measure("prob_empty", b, sol)
+    assert est.info["lower_system"] == "threshold blocking"  # prob_empty: the systems swap sides
+    p0 = exactq.solve("jsq", "prob_empty", method="compensation", arrival_rate=1.8, service_rates="2,2").value
+    assert est.lower <= p0 <= est.upper
+    assert m.threshold_bracket("mean_number", None).parameter == max(2, min_stable_threshold(1.8, 2.0))
+    # rates in units of mu: the service rate 2 gives the unit-rate QBD at half the arrival rate
+    assert np.array_equal(b.systems["jockeying"].A1, threshold_qbd(0.9, 1.0, 3, "jockeying").A1)
+
+
 def test_registered_method_refuses_what_it_cannot_bound():
     with pytest.raises(NotApplicableError, match="equal service_rates"):
-        solve_bounds(_stub(service_rates=(1.0, 2.0)), "mean_number")
+        exactq.solve("jsq", method="bounds", arrival_rate=1.0, service_rates="1,2")
     with pytest.raises(NotApplicableError, match="exactly 2 servers"):
-        solve_bounds(_stub(service_rates=(1.0, 1.0, 1.0)), "mean_number")
+        exactq.solve("jsq", method="bounds", arrival_rate=1.0, service_rates="1,1,1")
     with pytest.raises(NotApplicableError, match="infinite capacity"):
-        solve_bounds(_stub(capacity=5), "mean_number")
+        exactq.solve("jsq", method="bounds", arrival_rate=1.0, service_rates="1,1", capacity=5)
     with pytest.raises(NotApplicableError, match="p_wait"):
-        solve_bounds(_stub(), "p_wait")
-    with pytest.raises(ModelError, match="truncation does not apply"):
-        solve_bounds(_stub(), "mean_number", truncation=100)
+        exactq.solve("jsq", "p_wait", method="bounds", arrival_rate=1.0, service_rates="1,1")
+    with pytest.raises(exactq.ModelError, match="truncation"):
+        exactq.solve("jsq", method="bounds", arrival_rate=1.0, service_rates="1,1", truncation=100)
     with pytest.raises(UnstableError, match="use threshold >= 2"):
-        solve_bounds(_stub(threshold=1), "mean_number")
+        threshold_bounds(1.8, 1.0, 1, "mean_number")
 
 
-def test_through_the_public_api_when_jsq_offers_bounds():
-    cls = exactq.catalogue.get_model("jsq")
-    if "bounds" not in cls.methods or not callable(getattr(cls, "jsq_bounds", None)):
-        pytest.skip("models/jsq.py does not offer the bounds method yet")
+def test_through_the_public_api():
     r = exactq.solve("jsq", "mean_waiting_time", method="bounds", arrival_rate=1.8,
                      service_rates="1,1", threshold=6)
     assert r.lower <= 4.47491282 <= r.upper

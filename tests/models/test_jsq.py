@@ -346,3 +346,22 @@ def test_routing_rows_sum_to_one_unless_everything_is_full():
     assert R.tolist() == [[0.0, 1.0, 0.0]]
     R = jsq_routing(np.array([[2, 2, 5]]), rates, "random", math.inf)
     assert R.tolist() == [[0.5, 0.5, 0.0]]
+
+
+def test_loads_near_the_float_limit():
+    """Loads are computed relative to the largest rate: no overflow, and the exact stability rule."""
+    m = exactq.model("jsq", arrival_rate=1.5e308, service_rates="1e308,1e308")
+    assert m.load == pytest.approx(0.75, rel=1e-15)
+    with pytest.raises(UnstableError, match="total service rate 1e\\+308 for stability; got 1.7e\\+308"):
+        exactq.model("jsq", arrival_rate=1.7e308, service_rates="5e307,5e307")
+    with pytest.raises(UnstableError, match="total service rate 3 for stability; got 3$"):
+        exactq.model("jsq", arrival_rate=3.0, service_rates="1,2")  # lambda = mu1 + mu2 exactly is unstable
+    b = exactq.solve("jsq", "mean_number", method="bounds", threshold=4, arrival_rate=1e308,
+                     service_rates="1e308,1e308")
+    assert b.lower <= 1.42632075 <= b.upper
+
+
+def test_parameters_say_that_the_arrival_rate_is_the_total():
+    for name in ("jsq", "sed"):
+        doc = {p.name: p.doc for p in exactq.catalogue.get_model(name).parameters}["arrival_rate"]
+        assert "total" in doc and "not per server" in doc

@@ -4,8 +4,19 @@ import numpy as np
 import pytest
 
 import exactq
+from exactq.catalogue import solve_representation, solvers_for
 from exactq.errors import ModelError, NotApplicableError
-from exactq.solvers.compensation import symmetric_jsq
+from exactq.representations import QuarterPlaneWalk
+from exactq.solvers.compensation import SymmetricSeries, solve_symmetric_walk, symmetric_series
+
+
+def _walk(rho, mu=1.0):
+    return QuarterPlaneWalk.join_shorter(2 * rho * mu, (mu, mu))
+
+
+def _mean_number(sol):
+    s = sol.sums()
+    return s.x + s.y
 
 MEASURES = ["mean_number", "mean_waiting_time", "mean_response_time", "p_wait", "prob_empty"]
 
@@ -20,22 +31,55 @@ def test_agrees_with_truncated_ctmc(rho):
 
 
 def test_reference_values_from_models_md():
-    assert symmetric_jsq(0.5).measures()["mean_number"] == pytest.approx(1.42632075, abs=5e-9)
-    m = symmetric_jsq(0.9).measures()
-    assert m["mean_number"] == pytest.approx(9.85484308, abs=5e-9)
-    assert m["mean_waiting_time"] == pytest.approx(4.47491282, abs=5e-9)
+    assert _mean_number(symmetric_series(0.5)) == pytest.approx(1.42632075, abs=5e-9)
+    s = symmetric_series(0.9)
+    assert _mean_number(s) == pytest.approx(9.85484308, abs=5e-9)
+    assert s.mean_min() == pytest.approx(4.47491282, abs=5e-9)  # E[W] = E[min] / mu by PASTA
+
+
+def test_dispatch_picks_the_symmetric_series_by_the_walks_rates():
+    """The walk's declared structure, not a kind string, selects the solver."""
+    sol = solve_representation(_walk(0.7))
+    assert isinstance(sol, SymmetricSeries)
+    refusal = {s.name: s.refusal(_walk(0.7)) for s in solvers_for(_walk(0.7))}
+    assert refusal["compensation-symmetric"] is None and refusal["compensation-asymmetric"] is None
+    assert "jumps r >= 2" in refusal["compensation-erlang"]
+    # unequal rates or unequal ties: the symmetric series refuses with the reason
+    asym = QuarterPlaneWalk.join_shorter(1.5, (1.0, 2.0))
+    assert "different rates" in {s.name: s.refusal(asym) for s in solvers_for(asym)}["compensation-symmetric"]
+    ties = QuarterPlaneWalk.join_shorter(1.5, (1.0, 1.0), 1.0)
+    assert "probability 1" in {s.name: s.refusal(ties) for s in solvers_for(ties)}["compensation-symmetric"]
+    with pytest.raises(NotApplicableError, match="compensation-symmetric: the walk is not of the join-the-shorter"):
+        w = _walk(0.5)
+        solve_representation(QuarterPlaneWalk(**{**w.parts, "origin": {(1, 1): 1.0}}))
+
+
+def test_part_sums_are_a_normalised_symmetric_law():
+    s = symmetric_series(0.6)
+    t = s.part_sums()
+    assert sum(v.mass for v in t.values()) == pytest.approx(1.0, abs=1e-15)
+    assert t["upper"] == exactq.representations.PartSums(t["lower"].mass, t["lower"].y, t["lower"].x)
+    assert t["origin"].x == t["origin"].y == t["upper_edge"].x == 0.0
+    # the sums against the pointwise law on a large grid
+    x, y = np.meshgrid(np.arange(150), np.arange(150), indexing="ij")
+    p = s.probability(x, y)
+    assert p[x < y].sum() - p[(x == 0) & (y > 0)].sum() == pytest.approx(t["upper"].mass, abs=1e-14)
+    assert float((p * x)[(x >= 1) & (x < y)].sum()) == pytest.approx(t["upper"].x, abs=1e-13)
+    assert float((p * y)[(x >= 1) & (x < y)].sum()) == pytest.approx(t["upper"].y, abs=1e-13)
+    assert float((p * x)[(x == y) & (x >= 1)].sum()) == pytest.approx(t["diagonal"].x, abs=1e-13)
+    assert s.mean_min() == pytest.approx(float((p * np.minimum(x, y)).sum()), abs=1e-13)
 
 
 def test_distribution_matches_ctmc_pointwise_and_is_a_distribution():
     rho = 0.7
-    sol = symmetric_jsq(rho)
+    sol = solve_symmetric_walk(_walk(rho))
     model = exactq.model("jsq", arrival_rate=2 * rho, service_rates="1,1")
     chain = model.ctmc(80)
     from exactq.solvers.stationary import solve_stationary as solve_chain
 
     pi = solve_chain(chain).pi
     q1, q2 = chain.states[:, 0], chain.states[:, 1]
-    p = sol.joint(q1, q2)
+    p = sol.probability(q1, q2)
     assert np.all(p >= 0)
     assert p.sum() == pytest.approx(1.0, abs=1e-12)
     assert np.max(np.abs(p - pi)) < 1e-13
@@ -43,7 +87,7 @@ def test_distribution_matches_ctmc_pointwise_and_is_a_distribution():
 
 def test_interior_product_forms_lie_on_the_kernel_curve():
     rho = 0.6
-    s = symmetric_jsq(rho)
+    s = symmetric_series(rho)
     a, b = s.alpha, s.beta
     curve = (2 * rho + 2) * a * b - (2 * rho * b**2 + a**2 + a * b**2)
     assert np.max(np.abs(curve) / (a * b)) < 1e-12
@@ -86,7 +130,19 @@ def test_not_applicable_is_one_clear_error():
             exactq.solve("jsq", method="compensation", arrival_rate=1.0, **kw)
         assert "\n" not in str(e.value)
     with pytest.raises(ModelError):
-        symmetric_jsq(1.0)
+        symmetric_series(1.0)
+    with pytest.raises(ModelError, match="rho must be in"):
+        solve_symmetric_walk(QuarterPlaneWalk.join_shorter(2.0, (1.0, 1.0)))
+
+
+def test_rates_near_the_float_limit():
+    """Loads are computed without overflow: 1e308 arrivals to two servers of 1e308 is load 1/2."""
+    r = exactq.solve("jsq", arrival_rate=1e308, service_rates="1e308,1e308")
+    assert r.method == "compensation" and r.value == pytest.approx(1.42632075, abs=1e-8)
+    w = exactq.solve("jsq", "mean_waiting_time", arrival_rate=1e308, service_rates="1e308,1e308").value
+    assert w == pytest.approx(0.42632075116724 / 1e308, rel=1e-12)
+    with pytest.raises(ModelError, match="must be below .* for a CTMC generator"):
+        exactq.solve("jsq", method="ctmc", arrival_rate=1e308, service_rates="1e308,1e308")
 
 
 @pytest.mark.parametrize("rates, rho", [("1,1", 0.5), ("1,1", 0.9), ("1,2", 0.6), ("2,1", 0.85)])
