@@ -126,9 +126,9 @@ __all__ = ["PowerOfD", "LUMPED_MAX_SERVERS", "ROUNDING"]
 #: The lumped chain (methods exact and bounds) ranks sorted queue-length vectors in 64
 #: bits: the binomial table behind the colex ranks of ``n`` queues of up to ``K`` jobs
 #: holds ``C(n + K, (n + K) / 2) < 2^62`` only while ``n + K <= 65``. Beyond 40 servers
-#: that leaves fewer than 25 jobs per queue, less than the converged truncations hold
-#: (at n = 8, lambda = 0.9 the last set reaches queues of 31 jobs); the state budget
-#: binds long before at high load.
+#: that leaves fewer than 25 jobs per queue, less than converged truncations hold (at
+#: lambda = 0.9 the last set reaches queues of 49 jobs at n = 6 and 33 at n = 8); the
+#: state budget binds long before at high load.
 LUMPED_MAX_SERVERS = 40
 #: the states of the job-losing truncation of the lower bound, and the phases of the upper QBD
 LOWER_STATES = 100_000
