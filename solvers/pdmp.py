@@ -589,14 +589,35 @@ class _QSeries:
             f = self.m / self.norm * mpmath.mpf(x) ** (-mpmath.mpf(self.alpha)) * total
             return max(float(f), 0.0)
 
+    def _panels(self, top: float) -> "_Panels":
+        """The cumulative panels up to at least ``top`` (cached and extended by doubling)."""
+        cached = getattr(self, "_panel_cache", None)
+        if cached is not None and cached.top >= top:
+            return cached
+        if self.w_min is not None:
+            start, bound = self.w_min, None
+        else:
+            # start where P(W <= x) < 1e-18 (Markov's bound on 1/W)
+            start = float(np.exp(((np.log(1e-18) - self.neg_log_moments) / self.neg_k).max()))
+            bound = self.lower_tail_bound
+        reach = max(top, 4.0 * self.scale, 2.0 * (cached.top if cached is not None else 0.0))
+        self._panel_cache = _Panels(self.density, start, self.scale, reach, bound)
+        return self._panel_cache
+
     def cdf(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(x, dtype=float)
-        if self.w_min is not None:
-            return _cdf_by_panels(self.density, x, self.w_min, self.scale, None)
-        # start the quadrature where P(W <= x) < 1e-18 (Markov's bound on 1/W)
-        logx = (np.log(1e-18) - self.neg_log_moments) / self.neg_k
-        start = float(np.exp(logx.max()))
-        return _cdf_by_panels(self.density, x, start, self.scale, self.lower_tail_bound)
+        fin = x[np.isfinite(x)]
+        return self._panels(float(fin.max()) if fin.size else 0.0).cdf(x)
+
+    def quantile(self, p: float) -> float:
+        """The ``p``-quantile: panels extended until they pass ``p``, then the root of the CDF."""
+        top = 4.0 * self.scale
+        for _ in range(60):
+            panels = self._panels(top)
+            if panels.cum[-1] >= p:
+                return panels.quantile(p)
+            top = 2.0 * panels.top
+        raise ConvergenceError(f"the {p} quantile lies beyond {top:.3g}")
 
 
 _LEG_V = np.polynomial.legendre.legvander(_GL_X, _GL_X.size - 1)  # P_k at the Gauss nodes
@@ -605,66 +626,64 @@ _LEG_INT = np.stack([np.polynomial.legendre.legint(np.eye(_GL_X.size)[k], lbnd=-
                     axis=1)  # column k: the antiderivative (from -1) of P_k, in Legendre coefficients
 
 
-def _cdf_by_panels(density, x, start: float, scale: float, below_bound):
+class _Panels:
     """``P(W <= x) = int_start^x f``: a density's Legendre expansion (degree 19) on fixed panels.
 
     Panels: geometric (ratio 1.1) from ``start`` to the scale ``E[W]``, then uniform of
-    width ``scale / 10`` up to the largest query. On each panel the 20-point
-    Gauss-Legendre values give the Legendre coefficients of ``f``; their
-    antiderivative gives the CDF at the queries inside the panel (spectrally accurate
-    for the smooth density). Below ``start`` the CDF is 0 within ``below_bound(x)``.
+    width ``scale / 10`` up to ``top``. On each panel the 20-point Gauss-Legendre values
+    give the Legendre coefficients of ``f``; their antiderivative gives the CDF inside
+    the panel (spectrally accurate for the smooth density). Below ``start`` the CDF is 0
+    within ``below_bound(x)``; above ``top`` it is not available.
     """
-    out = np.zeros(x.shape)
-    err = np.zeros(x.shape)
-    fin = np.isfinite(x)
-    out[~fin & (x > 0)] = 1.0
-    above = fin & (x > start)
-    if below_bound is not None:
-        low = fin & (x > 0) & ~above
-        err[low] = below_bound(x[low])
-    if not above.any():
+
+    def __init__(self, density, start: float, scale: float, top: float, below_bound):
+        self.start, self.top, self.below_bound = start, top, below_bound
+        geo_hi = min(max(scale, start * 1.1), top)
+        if start > 0:
+            n_geo = max(int(math.ceil(math.log(max(geo_hi, start * 1.0001) / start) / math.log(1.1))), 1)
+            edges = [np.geomspace(start, max(geo_hi, start * 1.0001), n_geo + 1)]
+        else:
+            edges = [np.array([0.0]), np.geomspace(scale * 1e-4, max(geo_hi, scale * 1.1e-4), 100)]
+        if top > geo_hi:
+            edges.append(np.linspace(geo_hi, top, int(math.ceil((top - geo_hi) / (scale / 10.0))) + 1))
+        self.edges = edges = np.unique(np.concatenate(edges))
+        self.left = edges[:-1]
+        self.half = 0.5 * (edges[1:] - edges[:-1])
+        nodes = (self.left + self.half)[:, None] + self.half[:, None] * _GL_X[None, :]
+        f, fe = density(nodes.ravel())
+        f, fe = f.reshape(nodes.shape), fe.reshape(nodes.shape)
+        self.anti = (f @ _LEG_FWD.T) @ _LEG_INT.T  # antiderivative on each panel, per unit of xi
+        panel = (f @ _GL_W) * self.half
+        self.panel_err = (fe @ _GL_W) * self.half + np.abs(panel) * 4 * _EPS
+        self.cum = np.concatenate([[0.0], np.cumsum(panel)])
+        self.cum_err = np.concatenate([[0.0], np.cumsum(self.panel_err)])
+        self.base_err = float(below_bound(np.array([start]))[0]) if below_bound is not None and start > 0 else 0.0
+
+    def _inside(self, xa: np.ndarray):
+        j = np.clip(np.searchsorted(self.edges, xa, side="right") - 1, 0, self.left.size - 1)
+        xi = np.clip((xa - self.left[j]) / self.half[j] - 1.0, -1.0, 1.0)
+        leg = np.polynomial.legendre.legvander(xi, _LEG_INT.shape[0] - 1)
+        return j, self.cum[j] + np.einsum("ij,ij->i", leg, self.anti[j]) * self.half[j]
+
+    def cdf(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = np.zeros(x.shape)
+        err = np.zeros(x.shape)
+        fin = np.isfinite(x)
+        out[~fin & (x > 0)] = 1.0
+        above = fin & (x > self.start)
+        if self.below_bound is not None:
+            low = fin & (x > 0) & ~above
+            err[low] = self.below_bound(x[low])
+        if above.any():
+            j, F = self._inside(x[above])
+            out[above] = np.clip(F, 0.0, 1.0)
+            err[above] = self.cum_err[j] + self.panel_err[j] + self.base_err
         return out, err
-    top = float(x[above].max())
-    geo_hi = min(max(scale, start * 1.05), top)
-    if start > 0:
-        n_geo = max(int(math.ceil(math.log(geo_hi / start) / math.log(1.1))), 1)
-        edges = [np.geomspace(start, max(geo_hi, start * 1.0001), n_geo + 1)]
-    else:
-        edges = [np.array([0.0]), np.geomspace(scale * 1e-4, max(geo_hi, scale * 1.05e-4), 200)]
-    if top > geo_hi:
-        n_uni = int(math.ceil((top - geo_hi) / (scale / 10.0)))
-        edges.append(np.linspace(geo_hi, top, n_uni + 1))
-    edges = np.unique(np.concatenate(edges))
-    left, right = edges[:-1], edges[1:]
-    half = 0.5 * (right - left)
-    nodes = (0.5 * (left + right))[:, None] + half[:, None] * _GL_X[None, :]
-    f, fe = density(nodes.ravel())
-    f, fe = f.reshape(nodes.shape), fe.reshape(nodes.shape)
-    coeff = f @ _LEG_FWD.T  # (panels, degree + 1) Legendre coefficients of f on each panel
-    anti = coeff @ _LEG_INT.T  # the antiderivative from the panel's left end, per unit of xi
-    panel = (f @ _GL_W) * half
-    panel_err = (fe @ _GL_W) * half + np.abs(panel) * 4 * _EPS
-    cum = np.concatenate([[0.0], np.cumsum(panel)])
-    cum_err = np.concatenate([[0.0], np.cumsum(panel_err)])
-    xa = x[above]
-    j = np.clip(np.searchsorted(edges, xa, side="right") - 1, 0, left.size - 1)
-    xi = np.clip((xa - left[j]) / half[j] - 1.0, -1.0, 1.0)
-    leg = np.polynomial.legendre.legvander(xi, _LEG_INT.shape[0] - 1)
-    partial = np.einsum("ij,ij->i", leg, anti[j]) * half[j]
-    base_err = float(below_bound(np.array([start]))[0]) if below_bound is not None else 0.0
-    out[above] = np.clip(cum[j] + partial, 0.0, 1.0)
-    err[above] = cum_err[j] + (fe[j] @ _GL_W) * half[j] + base_err
-    return out, err
 
-
-def _quantile_from_cdf(cdf, p: float, lo: float, hi: float) -> float:
-    lo = max(lo, 0.0)
-    hi = max(hi, lo + 1.0)
-    for _ in range(200):
-        if cdf(np.array([hi]))[0][0] >= p:
-            break
-        hi *= 2.0
-    return float(brentq(lambda v: cdf(np.array([v]))[0][0] - p, lo, hi, xtol=1e-12 * hi, rtol=1e-12))
+    def quantile(self, p: float) -> float:
+        j = int(np.clip(np.searchsorted(self.cum, p) - 1, 0, self.left.size - 1))
+        lo, hi = self.edges[j], self.edges[j + 1]
+        return float(brentq(lambda v: self._inside(np.array([v]))[1][0] - p, lo, hi, xtol=1e-13 * hi, rtol=1e-13))
 
 
 def _pareto_solution(rep: PDMP, verdict: StabilityVerdict, t0: float) -> PDMPSolution:
@@ -751,7 +770,6 @@ def solve_series(rep: PDMP, *, dps: int = 30, tol: float = 1e-9, strict: bool = 
             raise ConvergenceError(f"q-series moment k={k:g}: estimated relative error {e / abs(v):.2e} > tol={tol:g}")
         return v, e
 
-    scale = law.scale
     info = {
         "stability": verdict.to_info(),
         "law": "q-Pochhammer series" + (" conditioned on W >= w_min" if rep.w_min is not None else ""),
@@ -765,8 +783,7 @@ def solve_series(rep: PDMP, *, dps: int = 30, tol: float = 1e-9, strict: bool = 
     if rep.w_min is not None:
         info["unbounded_tail_probability"] = law.tail_prob
     return PDMPSolution(verdict, "q-series", _support(rep), moment_fn=moment, density_fn=law.density,
-                        cdf_fn=law.cdf, quantile_fn=lambda p: _quantile_from_cdf(law.cdf, p, rep.w_min or 0.0,
-                                                                                  2 * scale),
+                        cdf_fn=law.cdf, quantile_fn=law.quantile,
                         info=info, seconds=time.perf_counter() - t0)
 
 
@@ -859,6 +876,7 @@ class _Level:
     breaks: np.ndarray
     exact_history: bool
     bottom_mass: float
+    noise: np.ndarray  # rounding bound of the normalised density at the nodes
 
     def moment(self, k: float) -> float:
         h = np.diff(self.t)
@@ -881,6 +899,11 @@ class _Level:
             tq = np.clip(np.log(xq[inside]), self.t[0], self.t[-1])
             out[inside] = self._interp(self.fp, self.fm, tq) / self.Z
         return out
+
+    def rounding(self, xq: np.ndarray) -> np.ndarray:
+        """The rounding bound of the density at ``xq`` (the largest at the two nearest nodes)."""
+        j = np.clip(np.searchsorted(self.x, xq), 1, self.x.size - 1)
+        return np.maximum(self.noise[j - 1], self.noise[j])
 
     def cdf(self, xq: np.ndarray) -> np.ndarray:
         out = np.where(xq >= self.x[-1], 1.0, 0.0)
@@ -984,6 +1007,7 @@ class _KolmogorovMesh:
                                    f"[{x[0]:.6g}, {x[-1]:.6g}] exceeds the float range; give w_max or a smaller range")
         Hp, Hm = Hmat @ G, Hminus @ G
         fp, fm = (G - Hp) / A, (G - Hm) / A
+        noise = 8 * _EPS * (np.abs(G) + np.abs(Hm)) / A  # rounding of the difference G - H
         if not float(L[-1]) > 0:
             raise ModelError(f"the loss rate at the top of the window range ({x[-1]:.6g}) must be > 0")
         P = float(G[N] / L[N])
@@ -992,7 +1016,7 @@ class _KolmogorovMesh:
         cum = np.concatenate([[0.0], np.cumsum(cells)]) / Z
         low_window = t <= s[0] if s[0] < top else np.ones(t.size, bool)
         bottom = float(cells[low_window[:-1]].sum() / Z)
-        return _Level(t, x, fp, fm, Z, P, cum, self.breaks, bool(rows_i.size == 0), bottom)
+        return _Level(t, x, fp, fm, Z, P, cum, self.breaks, bool(rows_i.size == 0), bottom, noise / Z)
 
 
 def _history_width(rep: PDMP, x: np.ndarray) -> np.ndarray:
@@ -1190,6 +1214,8 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
     def density(xq):
         xq = np.asarray(xq, float)
         v, e = _richardson_arrays([lv.density(xq) for lv in levels], columns)
+        # the extrapolation weights sum to at most 3 in absolute value
+        e = e + 3 * finest.rounding(xq) * (xq > 0)
         return np.maximum(v, 0.0), e + np.maximum(-v, 0.0) + 8 * _EPS * np.abs(v)
 
     def cdf(xq):
