@@ -439,6 +439,10 @@ def build_dtmc(
                 initial=_initial_index(space, initial), constants=dict(constants or {}), truncation=truncation)
 
 
+#: the largest key universe explored with a boolean map of the seen keys (64 MB)
+_BITMAP_KEYS = 1 << 26
+
+
 class _KeySet:
     """A growing set of int64 keys held as a few sorted runs (a log-structured merge).
 
@@ -446,14 +450,25 @@ class _KeySet:
     most twice as long, so there are O(log n) runs and every key is merged O(log n)
     times: a breadth-first search of ``r`` rounds costs O(n log² n) in total instead
     of the O(r n) of re-sorting the whole seen set each round (a 2-D chain of 90,601
-    states explored in 0.2 s instead of 6.7 s).
+    states explored in 0.2 s instead of 6.7 s). When every key is below ``universe``
+    and that is at most :data:`_BITMAP_KEYS`, a boolean map of the keys replaces the
+    runs (one lookup per key).
     """
 
-    def __init__(self, keys: np.ndarray):
-        self.runs = [np.unique(keys)]
-        self.size = len(self.runs[0])
+    def __init__(self, keys: np.ndarray, universe: int | None = None):
+        keys = np.unique(keys)
+        self.size = len(keys)
+        self.bitmap = None
+        if universe is not None and universe <= _BITMAP_KEYS:
+            self.bitmap = np.zeros(int(universe), dtype=bool)
+            self.bitmap[keys] = True
+            self.runs = []
+        else:
+            self.runs = [keys]
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
+        if self.bitmap is not None:
+            return self.bitmap[keys]
         found = np.zeros(len(keys), dtype=bool)
         for run in self.runs:
             pos = np.minimum(np.searchsorted(run, keys), len(run) - 1)
@@ -462,8 +477,11 @@ class _KeySet:
 
     def add(self, keys: np.ndarray) -> None:
         """Add keys that are new and sorted (``np.unique`` output)."""
-        self.runs.append(keys)
         self.size += len(keys)
+        if self.bitmap is not None:
+            self.bitmap[keys] = True
+            return
+        self.runs.append(keys)
         while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
             last = self.runs.pop()
             self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]), kind="stable")
@@ -499,7 +517,7 @@ def explore(
 
     init = np.atleast_2d(np.asarray(initial, dtype=np.int64))
     box = StateSpace(init, names, lo=np.zeros(init.shape[1], np.int64) if lo is None else lo, hi=hi)
-    seen = _KeySet(box.keys)
+    seen = _KeySet(box.keys, universe=int(np.prod(box.radix.astype(float))))
     frontier = box.states
     chunks = [frontier]
     while len(frontier):

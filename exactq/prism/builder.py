@@ -176,7 +176,10 @@ class _Builder:
         assigns = [(j, e) for u in ups for (j, e) in u.assigns]
         written = [j for j, _ in assigns]
         clash = len(set(written)) < len(written)
+        cols = np.array(sorted(set(written)), dtype=np.int64)
+        lo_w, hi_w = self.lo[cols], self.hi[cols]
         probs = [u.prob for u in ups if u.prob is not None]
+        discrete = self.discrete
 
         def fn(states: np.ndarray):
             ctx = builder.context(states)
@@ -185,32 +188,30 @@ class _Builder:
             rates = np.zeros(n)
             if rows.size == 0:
                 return rates, states
+            m = rows.size
             with np.errstate(all="ignore"):
-                r = np.ones(rows.size)
+                r = None
                 for p in probs:
-                    r = r * p.eval(sub)
-            r = np.asarray(r, dtype=float)
-            builder._check_rates(r, rows, states, ch, ups)
-            live = r > 0
-            if clash and live.any():
-                j = next(j for j in written if written.count(j) > 1)
-                i = int(rows[np.flatnonzero(live)[0]])
-                raise PrismModelError(f"variable {builder.names[j]!r} is written by more than one module in "
-                                      f"{ch.describe(builder.src)}, in state {builder.state_text(states[i])}")
-            new = states[rows]
-            with np.errstate(all="ignore"):
+                    v = p.eval(sub)
+                    r = v if r is None else r * v
                 values = [(j, e.eval(sub)) for j, e in assigns]
+            r = np.full(m, 1.0) if r is None else np.broadcast_to(np.asarray(r, dtype=float), (m,))
+            lo_r, hi_r = r.min(), r.max()
+            if not (lo_r >= 0 and np.isfinite(hi_r) and (not discrete or hi_r <= 1 + 1e-12)):
+                builder._check_rates(r, rows, states, ch, ups)
+            new = states[rows]
             for j, v in values:
                 new[:, j] = v
-            for j in written:
-                bad = ((new[:, j] < builder.lo[j]) | (new[:, j] > builder.hi[j])) & live
-                if bad.any():
-                    b = int(np.flatnonzero(bad)[0])
-                    var = builder.info.variables[j]
-                    raise PrismModelError(
-                        f"variable {var.name!r} would take the value {int(new[b, j])}, outside its range "
-                        f"[{var.lo}..{var.hi}], in state {builder.state_text(states[rows[b]])} by "
-                        f"{ch.describe(builder.src)}")
+            if cols.size:
+                block = new[:, cols]
+                out = (block < lo_w) | (block > hi_w)
+                if out.any():
+                    builder._range_error(out & (r > 0)[:, None], new, cols, rows, states, ch)
+            if clash and hi_r > 0:
+                j = next(j for j in written if written.count(j) > 1)
+                i = int(rows[np.flatnonzero(r > 0)[0]])
+                raise PrismModelError(f"variable {builder.names[j]!r} is written by more than one module in "
+                                      f"{ch.describe(builder.src)}, in state {builder.state_text(states[i])}")
             targets = np.empty_like(states)
             targets[rows] = new
             rates[rows] = r
@@ -219,6 +220,16 @@ class _Builder:
             return rates, targets
 
         return fn
+
+    def _range_error(self, bad, new, cols, rows, states, ch) -> None:
+        if not bad.any():
+            return
+        b, c = (int(x[0]) for x in np.nonzero(bad))
+        j = int(cols[c])
+        var = self.info.variables[j]
+        raise PrismModelError(f"variable {var.name!r} would take the value {int(new[b, j])}, outside its range "
+                              f"[{var.lo}..{var.hi}], in state {self.state_text(states[rows[b]])} by "
+                              f"{ch.describe(self.src)}")
 
     def _check_rates(self, r, rows, states, ch, ups) -> None:
         bad = ~np.isfinite(r) | (r < 0) | ((r > 1 + 1e-12) if self.discrete else False)
