@@ -1209,7 +1209,8 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
                           f"(mass {ceiling_mass:.2e} at {finest.x[-1]:.3g}); the moment may be infinite",
                           AccuracyWarning, stacklevel=2)
             return v, math.inf
-        return v, e + cut_error(k, v) + 4 * _EPS * abs(v)
+        # rounding: the recursion and the sums run over the finest mesh's nodes
+        return v, e + cut_error(k, v) + 4 * _EPS * math.sqrt(finest.t.size) * abs(v)
 
     def density(xq):
         xq = np.asarray(xq, float)
