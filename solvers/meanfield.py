@@ -55,7 +55,6 @@ from exactq.representations.population import (
     Population,
     RefinedFixedPoint,
     band_to_dense,
-    band_to_sparse,
     banded_jacobian,
 )
 
@@ -194,7 +193,7 @@ def occupancy_fixed_point(pop: Population, *, tol: float = 1e-14, maxiter: int =
     tail_abscissa = -(math.sqrt(mu) - math.sqrt(lam * a)) ** 2 if a > 0 else -mu
     abscissa = float(max(eig.real.max(), tail_abscissa if lead < len(s) else -math.inf))
     return FixedPoint(s=s, tail_ratio=r, residual=res, step=float(np.abs(ds).sum()), nit=nit,
-                      jacobian=band_to_sparse(ab, band, band), eigenvalues=eig, spectral_abscissa=abscissa,
+                      jacobian_band=ab, band_width=band, eigenvalues=eig, spectral_abscissa=abscissa,
                       tail_abscissa=tail_abscissa, stable=bool(abscissa < 0), eig_block=lead,
                       seconds=time.perf_counter() - t0)
 

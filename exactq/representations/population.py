@@ -300,8 +300,12 @@ class FixedPoint:
         of ``sum_k s_k``.
     nit : int
         Newton iterations.
-    jacobian : (K, K) scipy.sparse.csr_matrix, optional
-        ``Df(s)``, the drift Jacobian at the fixed point.
+    jacobian_band : (2 w + 1, K) ndarray, optional
+        ``Df(s)``, the drift Jacobian at the fixed point, as its band (``w`` below and
+        above the diagonal, the layout of ``scipy.linalg.solve_banded``); the sparse
+        matrix is :attr:`jacobian`.
+    band_width : int
+        ``w``.
     eigenvalues : ndarray
         The eigenvalues of the leading ``eig_block`` block of the Jacobian.
     spectral_abscissa : float
@@ -331,7 +335,8 @@ class FixedPoint:
     residual: float = 0.0
     step: float = 0.0
     nit: int = 0
-    jacobian: sp.csr_matrix | None = field(default=None, repr=False)
+    jacobian_band: np.ndarray | None = field(default=None, repr=False)
+    band_width: int = 0
     eigenvalues: np.ndarray = field(default_factory=lambda: np.zeros(0, complex), repr=False)
     spectral_abscissa: float = math.nan
     tail_abscissa: float = math.nan
@@ -351,6 +356,13 @@ class FixedPoint:
     def K(self) -> int:
         """The number of coordinates kept."""
         return len(self.s)
+
+    @property
+    def jacobian(self) -> sp.csr_matrix | None:
+        """``Df(s)`` as a ``(K, K)`` sparse matrix (``None`` when the solver gave no band)."""
+        if self.jacobian_band is None:
+            return None
+        return band_to_sparse(self.jacobian_band, self.band_width, self.band_width)
 
     @property
     def tail_sum(self) -> float:
