@@ -27,6 +27,7 @@ from .errors import (  # noqa: F401
 )
 from .result import Result  # noqa: F401
 from .api import solve, check, model  # noqa: F401
+from .sweep import sweep  # noqa: F401
 from .catalogue import describe_models, model_names  # noqa: F401
 
 __version__ = "0.1.0"

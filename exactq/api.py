@@ -7,7 +7,7 @@ a model class.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from .catalogue import Model, check_method_for, get_model
 from .errors import ModelError, NotApplicableError
@@ -81,6 +81,7 @@ def solve(
     options: dict | None = None,
     time_limit: float | None = None,
     certify: bool = False,
+    progress: Callable[[dict], None] | None = None,
     **params: Any,
 ) -> Result:
     """Compute a performance measure of a model.
@@ -123,6 +124,11 @@ def solve(
         finite (or truncated) chain, floating-point rounding included: ball
         arithmetic for small chains, an a-posteriori M-matrix bound for large ones
         (:mod:`exactq.solvers.certify`); ``info["certificate"]`` says what it covers.
+    progress : callable, optional
+        Called with each record of an adaptive truncation (``level``, ``n_states``,
+        ``change``, ``elapsed``, ...) as it is solved, e.g.
+        :class:`exactq.progress.TruncationLine`; methods without a truncation do not
+        call it.
 
     Returns
     -------
@@ -171,6 +177,9 @@ def solve(
             raise NotApplicableError(f"time_limit applies to the adaptive truncation of the ctmc, exact and qbd "
                                      f"methods; method {method_name!r} was chosen")
         extra["time_limit"] = float(time_limit)
+    if progress is not None and spec.driver == "adaptive" and not (
+            callable(getattr(m, "delegate", None)) and m.delegate(method_name)):
+        extra["progress"] = progress
     t0 = time.perf_counter()
     if not lump:
         extra["lump"] = False
@@ -191,7 +200,8 @@ def solve(
 
 
 def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int | None = None,
-          strict: bool = False, time_limit: float | None = None, **params: Any) -> Result:
+          strict: bool = False, time_limit: float | None = None, progress: Callable[[dict], None] | None = None,
+          **params: Any) -> Result:
     """Evaluate a CSL-style query (``S=? [ q1 > 5 ]``, ``P=? [ F<=10 q1 = 3 ]``, ...).
 
     The model must offer a CTMC. Infinite models are truncated by the one truncation
@@ -201,6 +211,7 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     probability of reaching the boundary while the formula is undecided, which bounds
     the truncation error), or is fixed at ``truncation``. A budget (``time_limit``,
     states, memory) that runs out returns the last value with a warning, as in
+    :func:`solve`. ``progress`` is called with each truncation record, as for
     :func:`solve`.
 
     Examples
@@ -248,7 +259,7 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
         size = getattr(m, "ctmc_size", None)
         out = grow(lambda level, _prev: m.ctmc(level), solve, evaluate, tol=tol,
                    start=None if truncation is not None else int(m.truncation_start(tol)),
-                   fixed=truncation, size=size, strict=strict, time_limit=time_limit)
+                   fixed=truncation, size=size, strict=strict, time_limit=time_limit, progress=progress)
         res = out.solution.result
         res.error_estimate = max(out.error_estimate or 0.0, res.error_estimate or 0.0)
         res.info.update(out.info)

@@ -9,6 +9,10 @@
     exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--const N=3,T=10] [--strict] [--json]
     exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
     exactq reproduce NAME [--out DIR] [--full]
+    exactq sweep MODEL key=value ... --over NAME=SPEC [--over ...] --out results.csv|.json|.parquet
+                 [--measure M] [--method NAME] [--tol X] [--backend processes|serial|dask]
+                 [--scheduler tcp://HOST:PORT] [--workers N] [--force]
+    exactq plot results.csv --x NAME [--y value] [--hue NAME] [--logx] [--logy] --out fig.png|.pdf|.svg
 
 Lists are comma separated (``service_rates=1,2``). Every user error ends with one
 line on stderr (``exactq: error: ...``) and exit status 2; warnings are printed as
@@ -95,7 +99,93 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="directory for JSON tables and figures")
     r.add_argument("--full", action="store_true",
                    help="paper-scale run (tighter tolerances, larger chains; minutes)")
+
+    w = sub.add_parser("sweep", help="solve a model over a grid of parameters into a table (exit 1 if a point failed)")
+    w.add_argument("model")
+    w.add_argument("params", nargs="*", metavar="key=value", help="the fixed parameters")
+    w.add_argument("--over", action="append", default=[], metavar="NAME=SPEC",
+                   help="a swept parameter: start:stop:num, start:stop:num:log or a|b|c (repeatable: the grid)")
+    w.add_argument("--measure")
+    w.add_argument("--method", default="auto")
+    w.add_argument("--tol", type=float, default=1e-9)
+    w.add_argument("--out", required=True, help="the table: results.csv, .json or .parquet (resumed if it exists)")
+    w.add_argument("--backend", choices=("processes", "serial", "dask"), default="processes")
+    w.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="an existing Dask scheduler (backend dask; default: a LocalCluster)")
+    w.add_argument("--workers", type=int, help="worker processes (default: every core)")
+    w.add_argument("--force", action="store_true", help="recompute the points already in --out")
+    w.add_argument("--truncation", type=int)
+    w.add_argument("--time-limit", type=float, metavar="SECONDS", help="per point, as for solve")
+    w.add_argument("--strict", action="store_true")
+    w.add_argument("--option", action="append", default=[], metavar="key=value", help="a method option")
+    w.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    pl = sub.add_parser("plot", help="draw a sweep table (the plot extra): lines, with lower/upper as bands")
+    pl.add_argument("table", help="a table written by exactq sweep (.csv, .json, .parquet)")
+    pl.add_argument("--x", required=True, help="the column on the horizontal axis")
+    pl.add_argument("--y", default="value", help="the column on the vertical axis (default value)")
+    pl.add_argument("--hue", help="one line per value of this column")
+    pl.add_argument("--logx", action="store_true")
+    pl.add_argument("--logy", action="store_true")
+    pl.add_argument("--title")
+    pl.add_argument("--out", required=True, help="fig.png, .pdf or .svg")
     return p
+
+
+def _cmd_sweep(args) -> int:
+    import time
+
+    from .progress import sweep_bar
+    from .sweep import sweep
+
+    if not args.over:
+        raise _UsageError("sweep needs at least one --over NAME=SPEC")
+    over = {}
+    for item in args.over:
+        m = _KV.match(item)
+        if not m:
+            raise _UsageError(f"--over must look like NAME=SPEC; got {item!r}")
+        if m.group(1) in over:
+            raise _UsageError(f"--over {m.group(1)} given twice")
+        over[m.group(1)] = m.group(2)
+    solve_options = {k: v for k, v in (("truncation", args.truncation), ("time_limit", args.time_limit)) if v}
+    if args.strict:
+        solve_options["strict"] = True
+    bar = None if args.quiet else sweep_bar(stream=sys.stderr)
+    seen: dict = {}
+
+    def progress(event):
+        seen.update(event)
+        if bar is not None:
+            bar(event)
+
+    t0 = time.perf_counter()
+    try:
+        rows = sweep(args.model, _parse_kv(args.params), over, measure=args.measure, method=args.method,
+                     tol=args.tol, backend=args.backend, scheduler=args.scheduler, workers=args.workers,
+                     out=args.out, force=args.force, progress=progress, as_frame=False,
+                     options={k: _option_value(v) for k, v in _parse_kv(args.option).items()}, **solve_options)
+    finally:
+        if bar is not None:
+            bar.close()
+    failed = [r for r in rows if r["status"] != "ok"]
+    swept = [k for k in over if k in rows[0]] if rows else []
+    for r in failed[:5]:
+        where = " ".join(f"{k}={_fmt_value(r[k])}" for k in swept) or "a point"
+        print(f"exactq: error at {where}: {r['message']}", file=sys.stderr)
+    if len(failed) > 5:
+        print(f"exactq: ... and {len(failed) - 5} more failed points (see the message column)", file=sys.stderr)
+    resumed = seen.get("skipped", len(rows))
+    print(f"{args.model}: {len(rows)} points ({resumed} already in {args.out}), {len(rows) - len(failed)} ok, "
+          f"{len(failed)} failed, {time.perf_counter() - t0:.3g} s -> {args.out}")
+    return 1 if failed else 0
+
+
+def _cmd_plot(args) -> None:
+    from .plotting import plot_file
+
+    print(plot_file(args.table, args.out, x=args.x, y=args.y, hue=args.hue, logx=args.logx, logy=args.logy,
+                    title=args.title))
 
 
 def _parse_kv(items) -> dict:
@@ -207,13 +297,25 @@ def _cmd_solve(args) -> None:
     from .api import model as build, solve
 
     model = build(args.model, **_parse_kv(args.params))
+    line = _progress_line(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = solve(model, args.measure, method=args.method, tol=args.tol, truncation=args.truncation,
-                       verify=args.verify, strict=args.strict, lump=not args.no_lump, time_limit=args.time_limit,
-                       certify=args.certify,
-                       options={k: _option_value(v) for k, v in _parse_kv(args.option).items()})
+        try:
+            result = solve(model, args.measure, method=args.method, tol=args.tol, truncation=args.truncation,
+                           verify=args.verify, strict=args.strict, lump=not args.no_lump,
+                           time_limit=args.time_limit, certify=args.certify, progress=line,
+                           options={k: _option_value(v) for k, v in _parse_kv(args.option).items()})
+        finally:
+            if line is not None:
+                line.close()
     _emit(args, model, result, caught)
+
+
+def _progress_line(args):
+    """The truncation progress line on a terminal (not under --json), else None."""
+    from .progress import TruncationLine, is_terminal
+
+    return TruncationLine(sys.stderr) if not args.json and is_terminal(sys.stderr) else None
 
 
 def _option_value(text: str):
@@ -240,10 +342,15 @@ def _cmd_check(args) -> None:
         raise _UsageError("the following arguments are required: key=value ... QUERY")
     *kv, query = args.args
     model = build(args.model, **_parse_kv(kv))
+    line = _progress_line(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = check(model, query, tol=args.tol, truncation=args.truncation, strict=args.strict,
-                       time_limit=args.time_limit)
+        try:
+            result = check(model, query, tol=args.tol, truncation=args.truncation, strict=args.strict,
+                           time_limit=args.time_limit, progress=line)
+        finally:
+            if line is not None:
+                line.close()
     _emit(args, model, result, caught)
 
 
@@ -406,8 +513,8 @@ def main(argv=None) -> int:
             args.params = list(args.params) + extra
         elif extra:
             raise _UsageError(f"unrecognized arguments: {' '.join(extra)}")
-        {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
-         "reproduce": _cmd_reproduce}[args.command](args)
+        status = {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
+                  "reproduce": _cmd_reproduce, "sweep": _cmd_sweep, "plot": _cmd_plot}[args.command](args)
     except _UsageError as e:
         print(f"exactq: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -428,7 +535,7 @@ def main(argv=None) -> int:
         print(f"exactq: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return EXIT_INTERNAL
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":  # pragma: no cover

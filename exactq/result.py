@@ -111,3 +111,44 @@ class Result:
             if v is not None:
                 parts.append(f"{name}={v!r}")
         return f"Result({', '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        """A small table for notebooks: value, bounds, error estimate, method, truncation.
+
+        Examples
+        --------
+        >>> html = Result(value=1.0, method="closed-form", measure="mean_number")._repr_html_()
+        >>> "mean_number" in html and "closed-form" in html
+        True
+        """
+        from html import escape
+
+        def fmt(v):
+            if isinstance(v, float):
+                return f"{v:.12g}"
+            if isinstance(v, (list, tuple)):
+                return "[" + ", ".join(fmt(x) for x in v) + "]"
+            return str(v)
+
+        rows = [("value", fmt(_plain(self.value)))]
+        if self.lower is not None or self.upper is not None:
+            kind = "certified bounds" if "certificate" in self.info else "bounds"
+            rows.append((kind, f"[{fmt(_plain(self.lower))}, {fmt(_plain(self.upper))}]"))
+        if self.error_estimate is not None:
+            rows.append(("error estimate", f"{self.error_estimate:.3g}"))
+        rows.append(("method", self.method))
+        trunc = self.info.get("truncation") if isinstance(self.info, dict) else None
+        if isinstance(trunc, dict):
+            bits = [f"level {trunc['level']}" if trunc.get("level") is not None else "a kept set"]
+            if trunc.get("boundary_mass") is not None:
+                bits.append(f"boundary mass {trunc['boundary_mass']:.2e}")
+            if trunc.get("stopped_by"):
+                bits.append(f"stopped by {trunc['stopped_by']}")
+            rows.append(("truncation", ", ".join(bits)))
+        if self.n_states is not None:
+            rows.append(("states", str(self.n_states)))
+        rows.append(("seconds", f"{self.seconds:.3g}"))
+        head = escape(self.measure or "result")
+        body = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td>"
+                       "</tr>" for k, v in rows)
+        return f"<table><caption style='text-align:left'><b>{head}</b></caption>{body}</table>"

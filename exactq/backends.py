@@ -1,0 +1,305 @@
+"""Where the points of a sweep are solved: this process, a local process pool, or Dask.
+
+Every backend runs :func:`exactq.sweep.run_batch` on batches of *tasks* (plain data:
+the model's name and parameters, measure, method, tol and options; never a built
+chain), on one BLAS thread per point, so that the values are bit-identical across
+backends.
+
+Scheduling
+----------
+* **Most expensive first.** When a point's method is the adaptive truncation driver,
+  its cost is predicted by the size of its first truncation level (the method's
+  ``size`` and ``start`` settings), and the points are dispatched from the largest
+  down, so that the last task to finish is a cheap one.
+* **Batches.** Points are grouped so that a task takes about :data:`TARGET_SECONDS`
+  (the cost per point, or per predicted state, is learnt from the finished tasks),
+  and no batch takes more than its share of the remaining work: millisecond points
+  travel in hundreds, one-second points alone.
+* **No pool for small work.** The ``processes`` backend first solves points in this
+  process for :data:`PROBE_SECONDS`; when the rest would take less than
+  :data:`POOL_THRESHOLD_SECONDS` it finishes here, so a pool is started only when it
+  pays, and ``processes`` is not slower than ``serial``.
+
+The process pool forks where the platform allows it (the catalogue is loaded once, in
+this process), and its workers ignore Ctrl-C, which ends the sweep from here. The Dask
+backend submits the same batches to a ``dask.distributed`` cluster and hands each
+finished batch back as it completes.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import queue
+import time
+from typing import Any, Callable
+
+from .errors import ModelError
+
+__all__ = ["run_tasks", "TARGET_SECONDS", "PROBE_SECONDS", "POOL_THRESHOLD_SECONDS"]
+
+#: the wall time a batch of points aims at
+TARGET_SECONDS = 0.25
+#: how long the processes backend solves points itself before deciding on a pool
+PROBE_SECONDS = 0.05
+#: remaining work (predicted seconds) below which no pool is started
+POOL_THRESHOLD_SECONDS = 0.5
+#: how often the serial backend hands finished rows on (seconds)
+FLUSH_SECONDS = 0.25
+
+OnDone = Callable[[list, list], None]
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def run_tasks(tasks: list[dict], *, backend: str, scheduler: Any = None, workers: int | None = None,
+              on_done: OnDone) -> None:
+    """Solve ``tasks`` on ``backend``; call ``on_done(indices, rows)`` for each finished batch.
+
+    ``indices`` are positions in ``tasks``; batches finish in any order.
+    """
+    if not tasks:
+        return
+    if backend == "serial":
+        _serial(tasks, list(range(len(tasks))), on_done)
+    elif backend == "processes":
+        _processes(tasks, workers or default_workers(), on_done)
+    elif backend == "dask":
+        _dask(tasks, scheduler, workers, on_done)
+    else:
+        raise ModelError(f"backend must be one of serial, processes, dask; got {backend!r}")
+
+
+# ---------------------------------------------------------------------- costs
+def _cost_hint(task: dict) -> float | None:
+    """Predicted relative cost of a point: the states of its first truncation level, if known."""
+    from .api import model as build, resolve_method
+    from .catalogue import check_method_for
+
+    try:
+        m = build(task["model"], **task["params"])
+        name, _ = resolve_method(m, task["method"])
+        spec = check_method_for(m, name)
+    except Exception:  # noqa: BLE001 -- an invalid point costs nothing (it fails at once)
+        return 0.0
+    if spec.driver != "adaptive" or not getattr(m, spec.setting("infinite", "is_infinite"), False):
+        return None
+    size = getattr(m, spec.setting("size") or "", None)
+    start = getattr(m, spec.setting("start", "truncation_start"), None)
+    if not (callable(size) and callable(start)):
+        return None
+    try:
+        truncation = (task.get("solve") or {}).get("truncation")
+        return float(size(int(truncation if truncation is not None else start(task["tol"]))))
+    except Exception:  # noqa: BLE001 -- no prediction, no harm
+        return None
+
+
+def _weights(tasks: list[dict]) -> list[float] | None:
+    """Relative costs of the tasks (``None`` when the methods do not predict them)."""
+    first: dict = {}
+    for t in tasks:
+        first.setdefault(t["method"], t)
+    if all(_cost_hint(t) is None for t in first.values()):
+        return None
+    hints = [_cost_hint(t) for t in tasks]
+    known = [h for h in hints if h]
+    fill = sorted(known)[len(known) // 2] if known else 1.0
+    return [fill if h is None else max(h, 1.0) if h else 1.0 for h in hints]
+
+
+class _Planner:
+    """The dispatch order and the batch sizes (module docstring, *Scheduling*)."""
+
+    def __init__(self, tasks: list[dict], weights: list[float] | None, slots: int):
+        self.weights = weights or [1.0] * len(tasks)
+        order = sorted(range(len(tasks)), key=lambda i: -self.weights[i]) if weights else list(range(len(tasks)))
+        self.order = collections.deque(order)
+        self.slots = max(1, slots)
+        self.rate: float | None = None  # seconds per unit of weight
+
+    def learn(self, indices: list[int], seconds: float) -> None:
+        units = sum(self.weights[i] for i in indices)
+        if units <= 0:
+            return
+        observed = seconds / units
+        self.rate = observed if self.rate is None else 0.5 * (self.rate + observed)
+
+    def next_batch(self, from_end: bool = False) -> list[int]:
+        if not self.order:
+            return []
+        pop = self.order.pop if from_end else self.order.popleft
+        if self.rate is None:
+            return [pop()]
+        remaining = self.rate * sum(self.weights[i] for i in self.order)
+        budget = max(min(TARGET_SECONDS, remaining / (2 * self.slots)), 0.0)
+        batch = [pop()]
+        cost = self.rate * self.weights[batch[0]]
+        while self.order:
+            nxt = self.order[-1] if from_end else self.order[0]
+            extra = self.rate * self.weights[nxt]
+            if cost + extra > budget:
+                break
+            batch.append(pop())
+            cost += extra
+        return batch
+
+    def remaining_seconds(self) -> float:
+        return math.inf if self.rate is None else self.rate * sum(self.weights[i] for i in self.order)
+
+
+# --------------------------------------------------------------------- serial
+def _serial(tasks: list[dict], indices: list[int], on_done: OnDone) -> None:
+    from threadpoolctl import threadpool_limits
+
+    from .sweep import run_point
+
+    done_i: list[int] = []
+    done_r: list[dict] = []
+    last = time.perf_counter()
+    with threadpool_limits(1):
+        for i in indices:
+            done_i.append(i)
+            done_r.append(run_point(tasks[i]))
+            if time.perf_counter() - last >= FLUSH_SECONDS:
+                on_done(done_i, done_r)
+                done_i, done_r, last = [], [], time.perf_counter()
+    if done_i:
+        on_done(done_i, done_r)
+
+
+# ------------------------------------------------------------------ processes
+def _init_worker() -> None:
+    import signal
+
+    from threadpoolctl import threadpool_limits
+
+    from .sweep import mark_pinned
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ends the sweep in the parent
+    threadpool_limits(1)
+    mark_pinned()
+
+
+def _pool_context():
+    import multiprocessing as mp
+
+    return mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+
+
+def _processes(tasks: list[dict], workers: int, on_done: OnDone) -> None:
+    from threadpoolctl import threadpool_limits
+
+    from .sweep import run_point
+
+    planner = _Planner(tasks, _weights(tasks) if workers > 1 else None, workers)
+    # probe: solve the cheapest points here until the work left is known to pay for a pool
+    t0 = time.perf_counter()
+    probed: list[int] = []
+    rows: list[dict] = []
+    with threadpool_limits(1):
+        while planner.order and (time.perf_counter() - t0 < PROBE_SECONDS or workers == 1):
+            i = planner.order.pop()
+            probed.append(i)
+            rows.append(run_point(tasks[i]))
+            if workers == 1 and time.perf_counter() - t0 >= FLUSH_SECONDS:
+                on_done(probed, rows)
+                probed, rows, t0 = [], [], time.perf_counter()
+    if probed:
+        planner.learn(probed, time.perf_counter() - t0)
+        on_done(probed, rows)
+    if not planner.order:
+        return
+    if planner.remaining_seconds() < POOL_THRESHOLD_SECONDS:
+        _serial(tasks, list(planner.order), on_done)
+        return
+    slots = min(workers, len(planner.order))
+    planner.slots = slots
+    results: queue.SimpleQueue = queue.SimpleQueue()
+    pool = _pool_context().Pool(processes=slots, initializer=_init_worker)
+    try:
+        in_flight = 0
+        while planner.order or in_flight:
+            while planner.order and in_flight < 2 * slots:
+                batch = planner.next_batch()
+                pool.apply_async(_pool_batch, (batch, [tasks[i] for i in batch]), callback=results.put,
+                                 error_callback=lambda e: results.put(e))
+                in_flight += 1
+            got = results.get()
+            in_flight -= 1
+            if isinstance(got, BaseException):
+                raise got
+            batch, (rows, seconds) = got
+            planner.learn(batch, seconds)
+            on_done(batch, rows)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+
+
+def _pool_batch(batch: list[int], tasks: list[dict]):
+    from .sweep import run_batch
+
+    return batch, run_batch(tasks)
+
+
+# ----------------------------------------------------------------------- dask
+def _dask(tasks: list[dict], scheduler: Any, workers: int | None, on_done: OnDone) -> None:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ModelError("backend dask needs dask.distributed (pip install \"exactq[dask]\")") from None
+    from .sweep import run_batch
+
+    cluster = None
+    if isinstance(scheduler, Client):
+        client, own = scheduler, False
+    else:
+        if scheduler is None:
+            cluster = LocalCluster(n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
+                                   dashboard_address=":0")
+            client = Client(cluster)
+        elif isinstance(scheduler, str):
+            try:
+                client = Client(scheduler, timeout="20s")
+            except (OSError, TimeoutError) as exc:
+                raise ModelError(f"scheduler {scheduler!r}: cannot connect ({exc})") from None
+        else:
+            raise ModelError(f"scheduler must be an address tcp://HOST:PORT or a dask Client; got {scheduler!r}")
+        own = True
+    try:
+        slots = max(1, sum(client.nthreads().values()))
+        planner = _Planner(tasks, _weights(tasks), slots)
+        pending: dict = {}
+        ac = as_completed()
+
+        def submit():
+            batch = planner.next_batch()
+            fut = client.submit(run_batch, [tasks[i] for i in batch], pure=False)
+            pending[fut.key] = batch
+            ac.add(fut)
+
+        while planner.order and len(pending) < 2 * slots:
+            submit()
+        for fut in ac:
+            batch = pending.pop(fut.key)
+            rows, seconds = fut.result()
+            planner.learn(batch, seconds)
+            on_done(batch, rows)
+            while planner.order and len(pending) < 2 * slots:
+                submit()
+    finally:
+        if own:
+            client.close()
+        if cluster is not None:
+            cluster.close()
