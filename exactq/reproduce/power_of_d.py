@@ -181,9 +181,21 @@ def _fmt(rows, cols) -> str:
     return "\n".join("  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in table)
 
 
-def _figures(out: Path, servers, loads, errors, stab) -> None:
+def _axes():
     fig = new_figure(figsize=(6, 4))
-    ax = fig.subplots()
+    return fig, fig.subplots()
+
+
+def _save(fig, ax, path: Path, xlabel: str, ylabel: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def _figures(out: Path, servers, loads, errors, stab) -> None:
+    fig, ax = _axes()
     n = [r["n"] for r in servers]
     ax.plot(n, [r["exact"] for r in servers], "ko-", label="exact (lumped CTMC)")
     ax.plot(n, [r["refined"] for r in servers], "s--", label="refined mean field")
@@ -192,38 +204,24 @@ def _figures(out: Path, servers, loads, errors, stab) -> None:
     up = [r["upper"] if r["upper"] is not None and math.isfinite(r["upper"]) else np.nan for r in servers]
     ax.plot(n, lo, "v", label="lower bound")
     ax.plot(n, up, "^", label="upper bound")
-    ax.set_xlabel("servers n")
-    ax.set_ylabel("E[T]")
     ax.set_title("power-of-2, lambda = 0.9")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "power_of_d_servers.png", dpi=120)
+    _save(fig, ax, out / "power_of_d_servers.png", "servers n", "E[T]")
 
-    fig = new_figure(figsize=(6, 4))
-    ax = fig.subplots()
+    fig, ax = _axes()
     for lam in (0.9, 0.99):
         rr = [r for r in errors if r["lambda"] == lam]
         eps = [r["eps"] for r in rr]
         ax.semilogy(eps, [r["independent_mf"] if math.isfinite(r["independent_mf"]) else np.nan for r in rr],
                     "o-", label=f"independent, lambda={lam}")
         ax.semilogy(eps, [r["dependent_g1_mf"] for r in rr], "s--", label=f"dependent g=1, lambda={lam}")
-    ax.set_xlabel("eps")
-    ax.set_ylabel("E[T] (mean field)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "power_of_d_errors.png", dpi=120)
+    _save(fig, ax, out / "power_of_d_errors.png", "eps", "E[T] (mean field)")
 
-    fig = new_figure(figsize=(6, 4))
-    ax = fig.subplots()
+    fig, ax = _axes()
     eps = [r["eps"] for r in stab]
     for d in (2, 3, 5):
         ax.plot(eps, [r[f"mf_d{d}"] for r in stab], "-", label=f"mean field, d={d}")
         ax.plot(eps, [r[f"n4_d{d}"] for r in stab], "x", label=f"n=4, d={d}")
-    ax.set_xlabel("eps (independent errors)")
-    ax.set_ylabel("largest stable lambda")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "power_of_d_stability.png", dpi=120)
+    _save(fig, ax, out / "power_of_d_stability.png", "eps (independent errors)", "largest stable lambda")
 
 
 @register_reproduction("power-of-d", "power-of-d at finite n: exact vs refined vs mean field vs bounds; "
