@@ -189,3 +189,28 @@ def test_models_listing_documents_the_parameters():
         assert name in names
     assert listing["methods"] == ["analytic", "numerical"]
     assert set(listing["measures"]) == {"mean_window", "window_moment", "throughput", "stable", "density", "cdf"}
+
+
+def test_reproduction_runs_and_its_columns_agree(tmp_path):
+    """``exactq reproduce awp`` (seconds): the numerical check of every mean, the verdicts and orderings."""
+    from exactq.reproduce import reproduce
+
+    text = reproduce("awp", tmp_path)
+    assert "Stability of Scalable TCP" in text and "HighSpeed TCP by its response exponent" in text
+    data = json.loads((tmp_path / "awp.json").read_text())
+    for row in data["mean_window"]:
+        for proto in ("newreno", "scalable", "highspeed"):
+            assert row[f"{proto}_numerical_rel_diff"] < 1e-8
+        assert row["newreno_sqrt_p"] == pytest.approx(data["mean_window"][0]["newreno_sqrt_p"], rel=1e-9)
+    for row in data["scalable_stability"]:
+        assert row["stable"] == (row["lam/edge"] > 1)
+        infinite = row["mean_window"] is not None and math.isinf(row["mean_window"])
+        assert infinite == (row["stable"] and row["lam"] <= row["finite_mean_edge"])
+        assert (row["mean_window"] is None) == (not row["stable"])
+    for row in data["highspeed"]:
+        assert row["slope"] == pytest.approx(row["S"], rel=1e-9)
+    assert data["highspeed_shape"]["S=0.5 vs newreno"] < 1e-12
+    cases = data["ordering"]["cases"]
+    assert all(p["verdict"].endswith(p["second"]) for p in cases["floor (per-packet losses)"]["pairs"])
+    assert all(p["verdict"].endswith(p["second"]) for p in cases["ceiling (constant-rate losses)"]["pairs"])
+    assert cases["ceiling (per-packet losses)"]["pairs"][-1]["verdict"] == "not ordered"
