@@ -155,6 +155,15 @@ class AWP(Model):
     rtt: float = 1.0
 
     def check(self) -> None:
+        """The cross-parameter rules: which parameters each preset takes, ``w_min < w_max``.
+
+        Examples
+        --------
+        >>> AWP.create(preset="newreno", loss_prob=0.01, nu=0.7)
+        Traceback (most recent call last):
+        ...
+        exactq.errors.ModelError: nu applies to preset=general only; got preset=newreno (its profiles are fixed)
+        """
         if self.preset == "general":
             for name in ("a", "lam", "nu"):
                 if getattr(self, name) is None:
@@ -211,12 +220,24 @@ class AWP(Model):
         return PDMP(a, lam, nu=nu, w_min=self.w_min, w_max=self.w_max)
 
     def auto_method(self) -> str:
-        """The analytic series where it describes the process (no ceiling), else the numerical solution."""
+        """The analytic series where it describes the process (no ceiling), else the numerical solution.
+
+        Examples
+        --------
+        >>> [AWP.create(preset="newreno", loss_prob=0.01, **kw).auto_method() for kw in ({}, {"w_max": 50})]
+        ['analytic', 'numerical']
+        """
         return "analytic" if self.pdmp().series_refusal() is None else "numerical"
 
     # -- solutions -> measures -------------------------------------------------------------
     def grid(self, sol: PDMPSolution) -> np.ndarray:
-        """The ``points`` grid from ``grid_min`` (``w_min`` or 0) to ``grid_max`` (``w_max`` or a quantile)."""
+        """The ``points`` grid from ``grid_min`` (``w_min`` or 0) to ``grid_max`` (``w_max`` or a quantile).
+
+        Examples
+        --------
+        >>> AWP.create(preset="newreno", loss_prob=0.01, w_max=40, points=5).grid(None).tolist()
+        [0.0, 10.0, 20.0, 30.0, 40.0]
+        """
         lo = self.grid_min if self.grid_min is not None else (self.w_min or 0.0)
         if self.grid_max is not None:
             hi = self.grid_max
@@ -229,7 +250,19 @@ class AWP(Model):
         return np.linspace(lo, hi, int(self.points))
 
     def pdmp_measure(self, measure: str, rep: PDMP, sol: PDMPSolution):
-        """Map a :class:`PDMPSolution` to a measure (an :class:`Estimate` with its error)."""
+        """Map a :class:`PDMPSolution` to a measure (an :class:`Estimate` with its error).
+
+        Examples
+        --------
+        A hand-made exponential law of mean 10 (``E[W^2] = 2 * 10^2``):
+
+        >>> from exactq.representations.pdmp import StabilityVerdict
+        >>> model = AWP.create(preset="general", a=1, lam=0.1, nu=0.5, k=2)
+        >>> sol = PDMPSolution(StabilityVerdict(True, "m", 1.0, "m > 0"), "by hand",
+        ...                    moment_fn=lambda k: (math.gamma(k + 1) * 10.0**k, 0.0))
+        >>> model.pdmp_measure("window_moment", model.pdmp(), sol).value
+        200.0
+        """
         verdict = sol.stability
         info = {"stability": verdict.to_info(), "profiles": rep.describe()}
         if measure == "stable":

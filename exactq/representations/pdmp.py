@@ -246,6 +246,14 @@ class PDMP:
 
         Uses ``decrease_inverse`` when given, else a vectorised bisection (60 halvings
         after doubling an upper bracket).
+
+        Examples
+        --------
+        An additive decrease ``d(w) = w - 3`` given without its inverse: ``d^-1(x) = x + 3``.
+
+        >>> pd = PDMP(PowerLaw(1.0), PowerLaw(0.1), decrease=lambda w: w - 3.0, w_min=1.0)
+        >>> np.allclose(pd.d_inverse(np.array([2.0, 10.0])), [5.0, 13.0], rtol=1e-14)
+        True
         """
         x = np.asarray(x, dtype=float)
         if self.nu is not None:
@@ -294,6 +302,11 @@ class PDMP:
         The series needs power-law profiles, the multiplicative decrease and no window
         ceiling (a floor is allowed: the floored law is the unbounded one conditioned
         on ``W >= w_min``).
+
+        Examples
+        --------
+        >>> PDMP(PowerLaw(1.0), PowerLaw(0.01, 1.0), nu=0.5, w_max=60.0).series_refusal()
+        'a window ceiling w_max puts an atom at w_max (solve it numerically)'
         """
         if not isinstance(self.increase, PowerLaw):
             return "the increase a(w) is not a declared power law"
@@ -483,9 +496,12 @@ class CDFPair:
 
     Examples
     --------
-    >>> pair = CDFPair([0.0, 1.0, 2.0], [0.5, 0.9, 1.0], [0.2, 0.6, 1.0])
-    >>> pair.n_points
-    3
+    The exponential laws of rates 2 and 1 at three points (``F(x) = 1 - e^(-rate x)``):
+
+    >>> x = np.array([0.5, 1.0, 2.0])
+    >>> pair = CDFPair(x, 1 - np.exp(-2 * x), 1 - np.exp(-x))
+    >>> pair.n_points, bool(np.all(pair.first >= pair.second))
+    (3, True)
     """
 
     grid: np.ndarray
@@ -545,7 +561,14 @@ class StochasticOrdering:
     info: dict = field(default_factory=dict)
 
     def verdict(self) -> str:
-        """``"first <=st second"``, ``"second <=st first"``, ``"equal"`` or ``"not ordered"``."""
+        """``"first <=st second"``, ``"second <=st first"``, ``"equal"`` or ``"not ordered"``.
+
+        Examples
+        --------
+        >>> out = StochasticOrdering(False, True, np.array([False]), [], 0.5, 0.5, {"labels": ("A", "B")})
+        >>> out.verdict()
+        'B <=st A'
+        """
         a, b = self.info.get("labels", ("first", "second"))
         if self.first_smaller and self.second_smaller:
             return "equal"
