@@ -388,6 +388,15 @@ class JSQ(Model):
         ------
         NotApplicableError
             Not exactly two servers, a finite capacity, or a threshold set.
+
+        Examples
+        --------
+        Every interior state is left at rate ``lambda + mu1 + mu2``:
+
+        >>> import exactq
+        >>> w = exactq.model("jsq", arrival_rate=2.4, service_rates="1,2").quarter_plane()
+        >>> w.out_rate("upper"), dict(w.origin)
+        (5.4, {(1, 0): 1.2, (0, 1): 1.2})
         """
         if not self._two_server_walk():
             raise NotApplicableError(
@@ -407,6 +416,18 @@ class JSQ(Model):
         E[L] = E[Q1] + E[Q2], E[T] = E[L] / lambda (Little), E[W] by PASTA: an arrival
         joins queue 1 above the diagonal (waiting Q1 / mu1), queue 2 below it, and on
         the diagonal queue 1 with probability q; P(wait) = P(min(Q1, Q2) > 0).
+
+        Examples
+        --------
+        MODELS.md: E[L] = 9.85484308 and E[W] = 4.47491282 at rho = 0.9:
+
+        >>> import exactq
+        >>> from exactq.catalogue import solve_representation
+        >>> m = exactq.model("jsq", arrival_rate=1.8, service_rates="1,1")
+        >>> w = m.quarter_plane()
+        >>> sol = solve_representation(w)
+        >>> [round(m.quarter_plane_measure(x, w, sol).value, 8) for x in ("mean_number", "mean_waiting_time")]
+        [9.85484308, 4.47491282]
         """
         if measure not in self.WALK_MEASURES:
             raise NotApplicableError(f"measure {measure!r} is not available from the compensation method")
@@ -474,6 +495,13 @@ class JSQ(Model):
         UnstableError
             The blocking system is unstable at this threshold (the message names the
             smallest stable one).
+
+        Examples
+        --------
+        >>> import exactq
+        >>> b = exactq.model("jsq", arrival_rate=1.8, service_rates="1,1").threshold_bracket("mean_number", None)
+        >>> b.parameter, sorted(b.systems), b.systems["blocking"].n_phases   # T = 2: phases d = 0, 1, 2
+        (2, ['blocking', 'jockeying'], 3)
         """
         mu = self._bounded_pair(measure)
         lam = self.arrival_rate
@@ -489,7 +517,21 @@ class JSQ(Model):
         return Bracket({s: threshold_qbd(lam, mu, T, s) for s in SYSTEMS}, parameter=T, parameter_name="threshold")
 
     def threshold_bracket_measure(self, measure: str, bracket: Bracket, solution) -> Estimate:
-        """Lower and upper bound of ``measure``, each widened outward by its rounding-error estimate."""
+        """Lower and upper bound of ``measure``, each widened outward by its rounding-error estimate.
+
+        Examples
+        --------
+        At ``T = 1`` the lower system is M/M/2, ``E[L] = 2 rho / (1 - rho^2)``; the exact
+        JSQ value (MODELS.md: 1.42632075 at rho = 0.5) lies between the bounds:
+
+        >>> import exactq
+        >>> from exactq.catalogue import solve_representation
+        >>> m = exactq.model("jsq", arrival_rate=1.0, service_rates="1,1")
+        >>> b = m.threshold_bracket("mean_number", 1)
+        >>> est = m.threshold_bracket_measure("mean_number", b, solve_representation(b))
+        >>> bool(abs(est.info["jockeying"]["value"] - 1 / 0.75) < 1e-12 and est.lower <= 1.42632075 <= est.upper)
+        True
+        """
         mu, lam, T = self._bounded_pair(measure), self.arrival_rate, bracket.parameter
         out = {}
         for system in SYSTEMS:
@@ -518,6 +560,16 @@ class JSQ(Model):
         The light-load regime solves the infinite-capacity walk (``context.solve`` of
         :meth:`quarter_plane`'s walk); the marginal above rho = 2 solves the full-corner
         QBD. No error bound: ``error`` is None and ``info`` names the regime.
+
+        Examples
+        --------
+        At rho = 2 the blocking probability is ``1 / (2K)`` (Yao & Knessl):
+
+        >>> import exactq
+        >>> r = exactq.solve("jsq", "blocking_probability", method="asymptotic", arrival_rate=2.0,
+        ...                  service_rates="1,1", capacity=20)
+        >>> round(r.value, 12), r.error_estimate
+        (0.025, None)
         """
         r = self.service_rates
         if self.is_infinite or len(r) != 2 or r[0] != r[1] or self.ties != "random":

@@ -139,6 +139,13 @@ class SED(Model):
         ------
         NotApplicableError
             Not exactly two identical servers.
+
+        Examples
+        --------
+        >>> import exactq
+        >>> w = exactq.model("sed", arrival_rate=3.0, service_rates="2,2", phases=2).quarter_plane()
+        >>> dict(w.upper) == {(2, 0): 1.5, (-1, 0): 2.0, (0, -1): 2.0}
+        True
         """
         rates = self.service_rates
         if len(rates) != 2 or rates[0] != rates[1]:
@@ -157,6 +164,17 @@ class SED(Model):
 
         E[T] = E[W] + 1/mu, E[L] = lambda E[T] (Little), P(wait) = P(min(p1, p2) > 0),
         P(empty) = p(0, 0); the error estimates of the means propagate from E[W]'s.
+
+        Examples
+        --------
+        MODELS.md: E[W] = 0.29938794 for r = 2, rho = 0.5 (service rate 1):
+
+        >>> import exactq
+        >>> from exactq.catalogue import solve_representation
+        >>> m = exactq.model("sed", arrival_rate=1.0, service_rates="1,1", phases=2)
+        >>> w = m.quarter_plane()
+        >>> round(m.quarter_plane_measure("mean_waiting_time", w, solve_representation(w)).value, 8)
+        0.29938794
         """
         if measure not in self.WALK_MEASURES:
             raise NotApplicableError(f"measure {measure!r} is not available from the compensation method")

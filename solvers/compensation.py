@@ -220,6 +220,10 @@ class SymmetricSeries(WalkSolution):
         >>> t["upper"].mass == t["lower"].mass and t["upper"].x == t["lower"].y
         True
         """
+        return dict(self._parts)
+
+    @cached_property
+    def _parts(self) -> dict:
         raw = self._raw
         k = 1.0 / _total(raw)
         hm, hx, hn = raw["half"]

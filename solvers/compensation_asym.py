@@ -405,7 +405,8 @@ class AsymmetricSeries(WalkSolution):
         out["origin"] = PartSums(0.0, 0.0, 0.0)
         ni, nj, npr = self.near_i, self.near_j, self.near_p
         where = {"upper": (ni >= 1) & (ni < nj), "lower": (nj >= 1) & (nj < ni), "diagonal": (ni == nj) & (ni >= 1),
-                 "upper_edge": (ni == 0) & (nj > 0), "lower_edge": (nj == 0) & (ni > 0), "origin": (ni == 0) & (nj == 0)}
+                 "upper_edge": (ni == 0) & (nj > 0), "lower_edge": (nj == 0) & (ni > 0),
+                 "origin": (ni == 0) & (nj == 0)}
         for part, sel in where.items():
             p = npr[sel]
             out[part] = out[part] + PartSums(float(p.sum()), float(p @ ni[sel]), float(p @ nj[sel]))
@@ -420,6 +421,10 @@ class AsymmetricSeries(WalkSolution):
         >>> round(sum(v.mass for v in t.values()), 12)
         1.0
         """
+        return dict(self._parts)
+
+    @cached_property
+    def _parts(self) -> dict:
         table = self._table
         k = 1.0 / sum(v.mass for v in table.values())
         return {part: table[part].scaled(k) for part in table}

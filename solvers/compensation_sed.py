@@ -40,8 +40,8 @@ Every term is valid on all m >= 0 for n >= r. The differences n < r form r *laye
 Counting, the corner has r (r + 1) equations (one redundant) and r (r + 1) / 2 states
 outside the representation (layer n at m < r - n); the r (r + 1) / 2 - 1 conditions left
 and the normalisation need r (r + 1) / 2 independent *start solutions* (with fewer, e.g.
-only the dominant one or two, the corner system is inconsistent): products ``alpha^m beta^n`` whose layered boundary holds with a single
-beta. They are exactly the r (r + 1) / 2 roots alpha in the unit disk of SED with
+only the dominant one or two, the corner system is inconsistent): products
+``alpha^m beta^n`` whose layered boundary holds with a single beta. They are exactly the r (r + 1) / 2 roots alpha in the unit disk of SED with
 *instantaneous jockeying* (the difference stays in 0..r; matrix polynomial
 :func:`_jockey_alphas`), each paired with the beta-root at which the (r + 1) x (r + 1)
 layered system is singular (always the root of smallest modulus); the dominant one is
@@ -57,17 +57,17 @@ system, consistent up to the series' truncation, solved by least squares; its re
 residual is reported), and the series is used on ``m + n >= N``. Branches whose estimated
 subtree is below a tenth of the tolerance are pruned.
 
-The measures are per-term geometric sums over ``m + n >= N`` plus the finite corner:
-E[W] = E[m] / (r mu) by PASTA (an arrival joins the shorter queue behind its m phases),
-E[T] = E[W] + 1/mu, E[L] = lambda E[T] (Little), P(wait) = P(m > 0), P(empty) = p(0, 0).
+The sums over each part of the plane are per-term geometric sums over ``m + n >= N``
+plus the finite corner (the model maps them to its measures: for SED, by PASTA the mean
+wait is E[min(x, y)] / (r mu), an arrival joining the shorter queue behind its phases).
 
 Unit jumps (r = 1) are the symmetric walk of :mod:`exactq.solvers.compensation`
 (Adan, Wessels & Zijm 1990).
 
 Validated against the matrix-geometric ``qbd`` method (exact in m): r = 2..5 at rho =
-0.05..0.98 and r = 6, 7, 8, 10 at rho = 0.2, 0.9 agree to ~1e-13 relative (at rho >= 0.95 the qbd drifts by ~1e-12 with its width
-while this series is stable to ~1e-14 under changes of N), state by state (~1e-15
-absolute), by the balance equations on a grid across the seam m + n = N (~1e-13
+0.05..0.98 and r = 6, 7, 8, 10 at rho = 0.2, 0.9 agree to ~1e-13 relative (at rho >= 0.95
+the qbd drifts by ~1e-12 with its width while this series is stable to ~1e-14 under changes
+of N), state by state (~1e-15 absolute), by the balance equations on a grid across the seam m + n = N (~1e-13
 relative) and by E[busy servers] = 2 rho (up to rho = 0.9999). The root choices (start
 beta and horizontal beta' of smallest modulus, the start alphas from the jockeying
 model) are the rules that reproduce the exact solution in all those cases; they are not
@@ -498,6 +498,10 @@ class ErlangSeries(WalkSolution):
         >>> round(sum(v.mass for v in t.values()), 12), t["upper"].x == t["lower"].y
         (1.0, True)
         """
+        return dict(self._parts)
+
+    @cached_property
+    def _parts(self) -> dict:
         table = self._table
         k = 1.0 / sum(v.mass for v in table.values())
         return {part: table[part].scaled(k) for part in table}

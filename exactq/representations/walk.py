@@ -62,6 +62,7 @@ from __future__ import annotations
 import abc
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Mapping
 
@@ -203,10 +204,7 @@ class QuarterPlaneWalk:
             raise ModelError(f"tie_probability must be in [0, 1]; got {q!r}")
         if r != jump or r < 1:
             raise ModelError(f"jump must be an integer >= 1; got {jump!r}")
-        down = {(-1, 0): mu1, (0, -1): mu2}
-        tie = {(r, 0): lam * q, (0, r): lam * (1 - q)}
-        return cls(upper={(r, 0): lam, **down}, lower={(0, r): lam, **down}, diagonal={**tie, **down},
-                   upper_edge={(r, 0): lam, (0, -1): mu2}, lower_edge={(0, r): lam, (-1, 0): mu1}, origin=tie)
+        return cls(**_join_shorter_parts(lam, mu1, mu2, q, r))
 
     # -- declared structure -------------------------------------------------------------
     @property
@@ -227,13 +225,7 @@ class QuarterPlaneWalk:
 
     def same_rates(self, other: "QuarterPlaneWalk", rtol: float = 1e-12) -> bool:
         """Whether ``other`` has the same jumps, with rates equal to ``rtol`` (relative)."""
-        for p in PARTS:
-            a, b = getattr(self, p), getattr(other, p)
-            if a.keys() != b.keys():
-                return False
-            if any(not math.isclose(a[k], b[k], rel_tol=rtol, abs_tol=0.0) for k in a):
-                return False
-        return True
+        return _same_parts(self.parts, other.parts, rtol)
 
     @property
     def is_symmetric(self) -> bool:
@@ -243,6 +235,8 @@ class QuarterPlaneWalk:
     def join_shorter_rates(self) -> JoinShorter | None:
         """The :class:`JoinShorter` rates if the walk has that form (rates to 1e-12), else ``None``.
 
+        (Computed once per walk: every solver's ``applies`` asks for it.)
+
         Examples
         --------
         >>> QuarterPlaneWalk.join_shorter(1.5, (1.0, 2.0), 0.25).join_shorter_rates()
@@ -251,6 +245,10 @@ class QuarterPlaneWalk:
         >>> QuarterPlaneWalk(**{**w.parts, "origin": {(1, 0): 1.5}}).join_shorter_rates() is None
         True
         """
+        return self._join_shorter
+
+    @cached_property
+    def _join_shorter(self) -> JoinShorter | None:
         ups = [k for k in self.upper if k[0] > 0]
         if len(ups) != 1 or ups[0][1] != 0:
             return None
@@ -260,8 +258,24 @@ class QuarterPlaneWalk:
         if not (mu1 > 0 and mu2 > 0):
             return None
         q = min(max(self.diagonal.get((r, 0), 0.0) / lam, 0.0), 1.0)
-        candidate = QuarterPlaneWalk.join_shorter(lam, (mu1, mu2), q, r)
-        return JoinShorter(lam, (mu1, mu2), q, r) if self.same_rates(candidate) else None
+        candidate = _join_shorter_parts(lam, mu1, mu2, q, r)
+        return JoinShorter(lam, (mu1, mu2), q, r) if _same_parts(self.parts, candidate, 1e-12) else None
+
+
+def _join_shorter_parts(lam: float, mu1: float, mu2: float, q: float, r: int) -> dict:
+    """The parts of the join-the-shorter walk, zero rates dropped (unvalidated)."""
+    down = {(-1, 0): mu1, (0, -1): mu2}
+    tie = {k: v for k, v in (((r, 0), lam * q), ((0, r), lam * (1 - q))) if v > 0}
+    return {"upper": {(r, 0): lam, **down}, "lower": {(0, r): lam, **down}, "diagonal": {**tie, **down},
+            "upper_edge": {(r, 0): lam, (0, -1): mu2}, "lower_edge": {(0, r): lam, (-1, 0): mu1}, "origin": tie}
+
+
+def _same_parts(a: dict, b: dict, rtol: float) -> bool:
+    for p in PARTS:
+        x, y = a[p], b[p]
+        if x.keys() != y.keys() or any(not math.isclose(x[k], y[k], rel_tol=rtol, abs_tol=0.0) for k in x):
+            return False
+    return True
 
 
 # ----------------------------------------------------------------------------------------
@@ -352,7 +366,18 @@ class WalkSolution(abc.ABC):
 
     # -- derived quantities --------------------------------------------------------------
     def sums(self, parts=PARTS) -> PartSums:
-        """The :class:`PartSums` of a union of parts (default: the whole quarter plane)."""
+        """The :class:`PartSums` of a union of parts (default: the whole quarter plane).
+
+        Examples
+        --------
+        The empty probability of the symmetric shortest queue at rho = 0.9 (MODELS.md
+        gives E[L]; P(0, 0) = 0.0422457623 agrees with the truncated chain):
+
+        >>> from exactq.catalogue import solve_representation
+        >>> sol = solve_representation(QuarterPlaneWalk.join_shorter(1.8, (1.0, 1.0)))
+        >>> round(sol.sums(("origin",)).mass, 10), round(sol.sums().mass, 12)
+        (0.0422457623, 1.0)
+        """
         table = self.part_sums()
         unknown = [p for p in parts if p not in table]
         if unknown:
@@ -363,7 +388,17 @@ class WalkSolution(abc.ABC):
         return out
 
     def mean_min(self) -> float:
-        """``E[min(X, Y)]``."""
+        """``E[min(X, Y)]``.
+
+        Examples
+        --------
+        By PASTA the mean wait of the symmetric shortest queue is ``E[min] / mu``
+        (MODELS.md: 4.47491282 at rho = 0.9):
+
+        >>> from exactq.catalogue import solve_representation
+        >>> round(solve_representation(QuarterPlaneWalk.join_shorter(1.8, (1.0, 1.0))).mean_min(), 8)
+        4.47491282
+        """
         t = self.part_sums()
         return t["upper"].x + t["lower"].y + t["diagonal"].x
 
@@ -376,6 +411,15 @@ class WalkSolution(abc.ABC):
         out, ``1 - sum``, is below ``tol`` (default ``max(self.tol, 1e-14)``). Returns
         ``(px, py, missing)``; ``missing`` bounds the absolute error of every entry
         (the law is nonnegative).
+
+        Examples
+        --------
+        Each server is busy with probability rho, so ``P(X = 0) = 1 - rho``:
+
+        >>> from exactq.catalogue import solve_representation
+        >>> px, py, missing = solve_representation(QuarterPlaneWalk.join_shorter(1.2, (1.0, 1.0))).marginals(1e-13)
+        >>> bool(abs(px[0] - 0.4) < 1e-12 and abs(py.sum() - 1) < 1e-12 and missing < 1e-12)
+        True
         """
         tol = max(self.tol, 1e-14) if tol is None else float(tol)
         a0 = self.diagonal_decay

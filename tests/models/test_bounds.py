@@ -267,7 +267,8 @@ def test_adaptive_threshold_stops_at_the_rounding_floor():
 
 # ------------------------------------------------------------------- the registered method
 def test_registered_method_returns_a_bounded_result():
-    assert any(s.requires == "threshold_bracket" and s.driver == "bracket" for s in exactq.catalogue.get_method("bounds"))
+    specs = exactq.catalogue.get_method("bounds")
+    assert any(s.requires == "threshold_bracket" and s.driver == "bracket" for s in specs)
     r = threshold_bounds(1.8, 1.0, 6, "mean_waiting_time", verify=True)
     assert r.method == "bounds" and r.measure == "mean_waiting_time"
     assert r.lower <= 4.47491282 <= r.upper

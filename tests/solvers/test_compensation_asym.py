@@ -114,7 +114,8 @@ def test_distribution_invariants(mu1, mu2, load, q):
     assert whole.x == pytest.approx(float(np.sum(p * i)), rel=1e-11)
     assert whole.y == pytest.approx(float(np.sum(p * j)), rel=1e-11)
     # every part's sums against the pointwise law
-    for part, sel in (("upper", (i >= 1) & (i < j)), ("lower_edge", (j == 0) & (i > 0)), ("diagonal", (i == j) & (i > 0))):
+    for part, sel in (("upper", (i >= 1) & (i < j)), ("lower_edge", (j == 0) & (i > 0)),
+                      ("diagonal", (i == j) & (i > 0))):
         assert t[part].mass == pytest.approx(float(p[sel].sum()), abs=1e-14), part
         assert t[part].x == pytest.approx(float((p * i)[sel].sum()), abs=1e-12), part
         assert t[part].y == pytest.approx(float((p * j)[sel].sum()), abs=1e-12), part

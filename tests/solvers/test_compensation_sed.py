@@ -217,8 +217,8 @@ def test_part_sums_against_the_pointwise_law(r, rho):
     q = sol.probability(x, y)
     assert q.sum() == pytest.approx(1.0, abs=1e-14)
     t = sol.part_sums()
-    for part, sel in (("upper", (x >= 1) & (x < y)), ("upper_edge", (x == 0) & (y > 0)), ("diagonal", (x == y) & (x > 0)),
-                      ("lower", (y >= 1) & (y < x)), ("origin", (x == 0) & (y == 0))):
+    for part, sel in (("upper", (x >= 1) & (x < y)), ("upper_edge", (x == 0) & (y > 0)),
+                      ("diagonal", (x == y) & (x > 0)), ("lower", (y >= 1) & (y < x)), ("origin", (x == 0) & (y == 0))):
         assert t[part].mass == pytest.approx(float(q[sel].sum()), abs=1e-14), part
         assert t[part].x == pytest.approx(float((q * x)[sel].sum()), abs=1e-13), part
         assert t[part].y == pytest.approx(float((q * y)[sel].sum()), abs=1e-13), part
