@@ -72,7 +72,7 @@ def draw_series(ax, x: Sequence[float], y: Sequence[float], lower: Sequence[floa
     >>> from exactq.reproduce import new_figure
     >>> ax = new_figure().add_subplot()
     >>> line = draw_series(ax, [2, 1], [4.0, 1.0], lower=[3.5, 0.5], upper=[4.5, 1.5], label="x squared")
-    >>> list(line.get_xdata()), list(line.get_ydata()), len(ax.collections)
+    >>> line.get_xdata().tolist(), line.get_ydata().tolist(), len(ax.collections)
     ([1, 2], [1.0, 4.0], 1)
     """
     order = sorted(range(len(x)), key=lambda i: x[i])
