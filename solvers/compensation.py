@@ -60,7 +60,7 @@ import numpy as np
 
 from exactq.catalogue import register_method, register_solver
 from exactq.errors import ConvergenceError, ModelError
-from exactq.representations.walk import PartSums, QuarterPlaneWalk, WalkSolution
+from exactq.representations.walk import QuarterPlaneWalk, SymmetricWalkSolution
 
 __all__ = ["SymmetricSeries", "symmetric_series", "solve_symmetric_walk", "series_tol"]
 
@@ -119,7 +119,7 @@ def _total(sums: dict) -> float:
 
 
 @dataclass(frozen=True)
-class SymmetricSeries(WalkSolution):
+class SymmetricSeries(SymmetricWalkSolution):
     """The product-form series of the symmetric join-the-shorter walk (normalised).
 
     The series is used on the states with ``m + n >= 2`` (m = min(x, y), n = |x - y|);
@@ -192,53 +192,14 @@ class SymmetricSeries(WalkSolution):
         out = np.where((m == 0) & (n == 1), p01, out)
         return np.where((m == 1) & (n == 0), p10, out)
 
-    def probability(self, x, y) -> np.ndarray:
-        """``P(X = x, Y = y)``: half of ``P(m, n)`` off the diagonal (the law is symmetric).
-
-        Examples
-        --------
-        >>> s = symmetric_series(0.5)
-        >>> bool(s.probability(3, 5) == s.probability(5, 3) == s.min_difference_probability(3, 2) / 2)
-        True
-        """
-        x, y = np.asarray(x), np.asarray(y)
-        m, n = np.minimum(x, y), np.abs(x - y)
-        p = self.min_difference_probability(m, n)
-        return np.where(n > 0, p / 2, p)
-
     # -- sums ------------------------------------------------------------------------------
     @cached_property
     def _raw(self) -> dict:
         return _sums(self.coef, self.alpha, self.beta, self.coef0, self.corner)
 
-    def part_sums(self) -> dict:
-        """``{part: PartSums}``, normalised; the law is symmetric, so ``lower`` mirrors ``upper``.
-
-        Examples
-        --------
-        >>> t = symmetric_series(0.5).part_sums()
-        >>> t["upper"].mass == t["lower"].mass and t["upper"].x == t["lower"].y
-        True
-        """
-        return dict(self._parts)
-
-    @cached_property
-    def _parts(self) -> dict:
+    def _part_table(self) -> dict:
         raw = self._raw
-        k = 1.0 / _total(raw)
-        hm, hx, hn = raw["half"]
-        em, en = raw["edge"]
-        dm, dx = raw["diagonal"]
-        upper = PartSums(hm / 2, hx / 2, (hx + hn) / 2).scaled(k)
-        edge = PartSums(em / 2, 0.0, en / 2).scaled(k)
-        return {
-            "upper": upper,
-            "lower": PartSums(upper.mass, upper.y, upper.x),
-            "diagonal": PartSums(dm, dx, dx).scaled(k),
-            "upper_edge": edge,
-            "lower_edge": PartSums(edge.mass, edge.y, edge.x),
-            "origin": PartSums(raw["origin"] * k, 0.0, 0.0),
-        }
+        return self._mirrored(raw["half"], raw["edge"], raw["diagonal"], raw["origin"])
 
     # -- accuracy --------------------------------------------------------------------------
     @property
@@ -382,17 +343,7 @@ def symmetric_series(rho: float, *, tol: float = 1e-15, max_terms: int = MAX_TER
 # ------------------------------------------------------------------------------- solver
 def _symmetric_structure(walk: QuarterPlaneWalk) -> str | None:
     """``None`` for a symmetric join-the-shorter walk with unit jumps, else the reason."""
-    s = walk.join_shorter_rates()
-    if s is None:
-        return ("the walk is not of the join-the-shorter form (arrivals add a jump to the smaller coordinate, "
-                "each positive coordinate decreases by one at its own rate)")
-    if s.jump != 1:
-        return f"arrivals add {s.jump} to a coordinate, not 1"
-    if s.service_rates[0] != s.service_rates[1]:
-        return f"the coordinates decrease at different rates {s.service_rates[0]:g} and {s.service_rates[1]:g}"
-    if s.tie_probability != 0.5:
-        return f"ties go to x with probability {s.tie_probability:g}, not 1/2"
-    return None
+    return walk.join_shorter_refusal(jumps="unit", symmetric=True)
 
 
 @register_solver(QuarterPlaneWalk, name="compensation-symmetric", applies=_symmetric_structure,

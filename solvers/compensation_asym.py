@@ -390,8 +390,7 @@ class AsymmetricSeries(WalkSolution):
         return (inflow - out) * scale
 
     # -- sums ------------------------------------------------------------------------
-    @cached_property
-    def _table(self) -> dict:
+    def _part_table(self) -> dict:
         K = self.K
         out = {}
         for half, edge, (c, a, b), flip in (("upper", "upper_edge", self.upper, False),
@@ -411,23 +410,6 @@ class AsymmetricSeries(WalkSolution):
             p = npr[sel]
             out[part] = out[part] + PartSums(float(p.sum()), float(p @ ni[sel]), float(p @ nj[sel]))
         return out
-
-    def part_sums(self) -> dict:
-        """``{part: PartSums}``, normalised (closed-form geometric sums per term plus the near states).
-
-        Examples
-        --------
-        >>> t = asymmetric_series(2.4, 1.0, 2.0).part_sums()
-        >>> round(sum(v.mass for v in t.values()), 12)
-        1.0
-        """
-        return dict(self._parts)
-
-    @cached_property
-    def _parts(self) -> dict:
-        table = self._table
-        k = 1.0 / sum(v.mass for v in table.values())
-        return {part: table[part].scaled(k) for part in table}
 
     # -- accuracy ----------------------------------------------------------------------
     @cached_property
@@ -670,13 +652,7 @@ def asymmetric_series(lam: float, mu1: float, mu2: float, q: float = 0.5, *, tol
 # ---------------------------------------------------------------------------------
 def _unit_jump_structure(walk: QuarterPlaneWalk) -> str | None:
     """``None`` for a join-the-shorter walk with unit jumps (any rates and tie rule), else the reason."""
-    s = walk.join_shorter_rates()
-    if s is None:
-        return ("the walk is not of the join-the-shorter form (arrivals add a jump to the smaller coordinate, "
-                "each positive coordinate decreases by one at its own rate)")
-    if s.jump != 1:
-        return f"arrivals add {s.jump} to a coordinate, not 1"
-    return None
+    return walk.join_shorter_refusal(jumps="unit", symmetric=False)
 
 
 @register_solver(QuarterPlaneWalk, name="compensation-asymmetric", applies=_unit_jump_structure,

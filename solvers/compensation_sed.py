@@ -89,14 +89,13 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import scipy.linalg
 
 from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ModelError, NotApplicableError
-from exactq.representations.walk import PartSums, QuarterPlaneWalk, WalkSolution
+from exactq.representations.walk import QuarterPlaneWalk, SymmetricWalkSolution
 
 from .compensation import series_tol
 
@@ -364,7 +363,7 @@ def _inflows(lam: float, r: int, m: int, n: int):
 
 
 @dataclass(frozen=True)
-class ErlangSeries(WalkSolution):
+class ErlangSeries(SymmetricWalkSolution):
     """The product-form series of the symmetric join-the-shorter walk with jumps r >= 2.
 
     ``p(m, n)`` (m = min(x, y), n = |x - y|, the law of the unordered pair) is
@@ -451,23 +450,8 @@ class ErlangSeries(WalkSolution):
         v = self.layer[:, n].T * self.layer_alpha[None, :] ** m[:, None]
         return v.sum(1).real
 
-    def probability(self, x, y) -> np.ndarray:
-        """``P(X = x, Y = y)``: half of ``P(m, n)`` off the diagonal (the law is symmetric).
-
-        Examples
-        --------
-        >>> s = erlang_series(0.5, 2)
-        >>> bool(s.probability(2, 7) == s.probability(7, 2) == s.min_difference_probability(2, 5) / 2)
-        True
-        """
-        x, y = np.asarray(x), np.asarray(y)
-        m, n = np.minimum(x, y), np.abs(x - y)
-        p = self.min_difference_probability(m, n)
-        return np.where(n > 0, p / 2, p)
-
     # -- sums ------------------------------------------------------------------------------
-    @cached_property
-    def _table(self) -> dict:
+    def _part_table(self) -> dict:
         r, N = self.phases, self.N
         mass, mw, m0, nw, m0n = (np.real(self.coef * x) for x in _region_sums(self.alpha, self.beta, N, r))
         lmass, lmw = (np.real(x) for x in _layer_sums(self.layer_alpha, self.layer, N))
@@ -483,28 +467,7 @@ class ErlangSeries(WalkSolution):
         en = float(m0n.sum() + (nn[0] * c[0]).sum())
         dm = float(lmass[:, 0].sum() + c[1:, 0].sum())
         dx = float(lmw[:, 0].sum() + (mm[1:, 0] * c[1:, 0]).sum())
-        upper = PartSums(hm / 2, hx / 2, (hx + hn) / 2)
-        edge = PartSums(em / 2, 0.0, en / 2)
-        return {"upper": upper, "lower": PartSums(upper.mass, upper.y, upper.x), "diagonal": PartSums(dm, dx, dx),
-                "upper_edge": edge, "lower_edge": PartSums(edge.mass, edge.y, edge.x),
-                "origin": PartSums(float(c[0, 0]), 0.0, 0.0)}
-
-    def part_sums(self) -> dict:
-        """``{part: PartSums}``, normalised: per-term geometric sums over ``m + n >= N`` plus the corner.
-
-        Examples
-        --------
-        >>> t = erlang_series(0.5, 2).part_sums()
-        >>> round(sum(v.mass for v in t.values()), 12), t["upper"].x == t["lower"].y
-        (1.0, True)
-        """
-        return dict(self._parts)
-
-    @cached_property
-    def _parts(self) -> dict:
-        table = self._table
-        k = 1.0 / sum(v.mass for v in table.values())
-        return {part: table[part].scaled(k) for part in table}
+        return self._mirrored((hm, hx, hn), (em, en), (dm, dx), float(c[0, 0]))
 
     # -- accuracy --------------------------------------------------------------------------
     def error(self, value, *, kind: str = "probability", rate: float = 1.0) -> float:
@@ -740,17 +703,7 @@ def erlang_series(rho: float, phases: int, *, tol: float = 1e-15, N: int | None 
 
 def _erlang_structure(walk: QuarterPlaneWalk) -> str | None:
     """``None`` for a symmetric join-the-shorter walk with jumps r >= 2, else the reason."""
-    s = walk.join_shorter_rates()
-    if s is None:
-        return ("the walk is not of the join-the-shorter form (arrivals add a jump to the smaller coordinate, "
-                "each positive coordinate decreases by one at its own rate)")
-    if s.jump < 2:
-        return "arrivals add 1 to a coordinate; this series needs jumps r >= 2"
-    if s.service_rates[0] != s.service_rates[1]:
-        return f"the coordinates decrease at different rates {s.service_rates[0]:g} and {s.service_rates[1]:g}"
-    if s.tie_probability != 0.5:
-        return f"ties go to x with probability {s.tie_probability:g}, not 1/2"
-    return None
+    return walk.join_shorter_refusal(jumps="multiple", symmetric=True)
 
 
 @register_solver(QuarterPlaneWalk, name="compensation-erlang", applies=_erlang_structure,

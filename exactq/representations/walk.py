@@ -70,7 +70,7 @@ import numpy as np
 
 from ..errors import ModelError
 
-__all__ = ["QuarterPlaneWalk", "JoinShorter", "WalkSolution", "PartSums", "PARTS"]
+__all__ = ["QuarterPlaneWalk", "JoinShorter", "WalkSolution", "SymmetricWalkSolution", "PartSums", "PARTS"]
 
 #: the homogeneous parts of the quarter plane, in a fixed order
 PARTS = ("upper", "lower", "diagonal", "upper_edge", "lower_edge", "origin")
@@ -232,6 +232,35 @@ class QuarterPlaneWalk:
         """Whether exchanging the coordinates leaves the walk unchanged (exact rates)."""
         return self.same_rates(self.mirror(), rtol=0.0)
 
+    def join_shorter_refusal(self, *, jumps: str, symmetric: bool) -> str | None:
+        """Why the walk is not a join-the-shorter walk of the asked kind (``None`` when it is).
+
+        ``jumps``: ``"unit"`` (arrivals add 1) or ``"multiple"`` (they add r >= 2);
+        ``symmetric``: equal rates of the two coordinates and ties 1/2. The reasons are
+        what the walk solvers' ``applies`` report.
+
+        Examples
+        --------
+        >>> w = QuarterPlaneWalk.join_shorter(1.5, (1.0, 2.0))
+        >>> w.join_shorter_refusal(jumps="unit", symmetric=False) is None
+        True
+        >>> w.join_shorter_refusal(jumps="unit", symmetric=True)
+        'the coordinates decrease at different rates 1 and 2'
+        """
+        s = self.join_shorter_rates()
+        if s is None:
+            return ("the walk is not of the join-the-shorter form (arrivals add a jump to the smaller coordinate, "
+                    "each positive coordinate decreases by one at its own rate)")
+        if jumps == "unit" and s.jump != 1:
+            return f"arrivals add {s.jump} to a coordinate, not 1"
+        if jumps == "multiple" and s.jump < 2:
+            return "arrivals add 1 to a coordinate; this series needs jumps r >= 2"
+        if symmetric and s.service_rates[0] != s.service_rates[1]:
+            return f"the coordinates decrease at different rates {s.service_rates[0]:g} and {s.service_rates[1]:g}"
+        if symmetric and s.tie_probability != 0.5:
+            return f"ties go to x with probability {s.tie_probability:g}, not 1/2"
+        return None
+
     def join_shorter_rates(self) -> JoinShorter | None:
         """The :class:`JoinShorter` rates if the walk has that form (rates to 1e-12), else ``None``.
 
@@ -347,8 +376,26 @@ class WalkSolution(abc.ABC):
         """``P(X = x, Y = y)``, vectorised over integer arrays ``x`` and ``y``."""
 
     @abc.abstractmethod
+    def _part_table(self) -> dict:
+        """``{part: PartSums}`` over the parts of :data:`PARTS`, before the final normalisation."""
+
+    @cached_property
+    def _normalised(self) -> dict:
+        table = self._part_table()
+        k = 1.0 / sum(v.mass for v in table.values())
+        return {part: table[part].scaled(k) for part in PARTS}
+
     def part_sums(self) -> dict:
-        """``{part: PartSums}`` over the parts of :data:`PARTS`, normalised to total mass one."""
+        """``{part: PartSums}`` over the parts of :data:`PARTS`, normalised to total mass one.
+
+        Examples
+        --------
+        >>> from exactq.catalogue import solve_representation
+        >>> t = solve_representation(QuarterPlaneWalk.join_shorter(2.4, (1.0, 2.0))).part_sums()
+        >>> round(sum(v.mass for v in t.values()), 12), t["origin"].x, t["upper_edge"].x
+        (1.0, 0.0, 0.0)
+        """
+        return dict(self._normalised)
 
     @abc.abstractmethod
     def error(self, value, *, kind: str = "probability", rate: float = 1.0) -> float:
@@ -449,3 +496,46 @@ class WalkSolution(abc.ABC):
         if kind not in ERROR_KINDS:
             raise ModelError(f"kind must be one of {', '.join(ERROR_KINDS)}; got {kind!r}")
         return kind
+
+
+@dataclass(frozen=True)
+class SymmetricWalkSolution(WalkSolution):
+    """A solution whose law is symmetric in ``x`` and ``y``: given as the law of ``(min, |x - y|)``.
+
+    Subclasses give :meth:`min_difference_probability` and the sums of the unordered
+    law (:meth:`_mirrored`); this class gives the law of the pair and the six parts.
+
+    Examples
+    --------
+    >>> from exactq.catalogue import solve_representation
+    >>> s = solve_representation(QuarterPlaneWalk.join_shorter(1.0, (1.0, 1.0)))
+    >>> bool(s.probability(2, 4) == s.probability(4, 2) == s.min_difference_probability(2, 2) / 2)
+    True
+    """
+
+    @abc.abstractmethod
+    def min_difference_probability(self, m, n) -> np.ndarray:
+        """``P(min(X, Y) = m, |X - Y| = n)``, vectorised over integer arrays ``m``, ``n``."""
+
+    def probability(self, x, y) -> np.ndarray:
+        """``P(X = x, Y = y)``: half of ``P(m, n)`` off the diagonal (the law is symmetric)."""
+        x, y = np.asarray(x), np.asarray(y)
+        m, n = np.minimum(x, y), np.abs(x - y)
+        p = self.min_difference_probability(m, n)
+        return np.where(n > 0, p / 2, p)
+
+    @staticmethod
+    def _mirrored(half, edge, diagonal, origin: float) -> dict:
+        """The six parts from the sums of the unordered law.
+
+        ``half = (mass, sum of m, sum of n)`` over ``m >= 1, n >= 1``; ``edge = (mass,
+        sum of n)`` over ``m = 0, n >= 1``; ``diagonal = (mass, sum of m)`` over
+        ``n = 0, m >= 1``; ``origin`` the mass of ``(0, 0)``. Off the diagonal each
+        unordered state is two states of the pair, one on each side.
+        """
+        (hm, hx, hn), (em, en), (dm, dx) = half, edge, diagonal
+        upper = PartSums(hm / 2, hx / 2, (hx + hn) / 2)
+        side = PartSums(em / 2, 0.0, en / 2)
+        return {"upper": upper, "lower": PartSums(upper.mass, upper.y, upper.x), "diagonal": PartSums(dm, dx, dx),
+                "upper_edge": side, "lower_edge": PartSums(side.mass, side.y, side.x),
+                "origin": PartSums(origin, 0.0, 0.0)}
