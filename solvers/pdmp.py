@@ -878,6 +878,12 @@ class _Level:
     bottom_mass: float
     noise: np.ndarray  # rounding bound of the normalised density at the nodes
 
+    @property
+    def noise_mass(self) -> float:
+        """The mass the rounding floor of the density could hide (trapezoid of ``x * noise``)."""
+        h = np.diff(self.t)
+        return float(np.sum(0.5 * h * (self.x[:-1] * self.noise[:-1] + self.x[1:] * self.noise[1:])))
+
     def moment(self, k: float) -> float:
         h = np.diff(self.t)
         with np.errstate(over="ignore"):
@@ -914,6 +920,16 @@ class _Level:
         return np.clip(out, 0.0, 1.0)
 
 
+def _above_noise(D: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """``D`` where it exceeds its rounding floor, 0 where it is indistinguishable from noise.
+
+    Far in the lower tail, where the law has (numerically) no mass, the computed ``a f``
+    is rounding noise, which ``1 / a`` amplifies where ``a`` vanishes (``alpha > 1``); the
+    error estimate keeps the floor.
+    """
+    return np.where(np.abs(D) > floor, D, 0.0)
+
+
 class _KolmogorovMesh:
     """The log mesh, its history points and the triangular system of one refinement level."""
 
@@ -943,6 +959,12 @@ class _KolmogorovMesh:
             if left >= 6 and right >= 6:
                 good.append(b)
         self.breaks = np.array(good)
+        steps = np.diff(t)
+        ratio = -math.log(rep.nu) / h if rep.is_multiplicative else 0.5
+        # a uniform mesh with ln(1/nu) a whole number of steps: the history is on the nodes
+        self.aligned = bool(rep.is_multiplicative and np.allclose(steps, h, rtol=1e-9, atol=0)
+                            and abs(ratio - round(ratio)) < 1e-6)
+        self.K = int(round(ratio)) if self.aligned else None
 
     @staticmethod
     def refine(t: np.ndarray, level: int) -> np.ndarray:
@@ -961,7 +983,11 @@ class _KolmogorovMesh:
         h = np.diff(t)
         A = np.asarray(rep.a(x), dtype=float)
         L = np.asarray(rep.loss(x), dtype=float)
+        if not float(L[-1]) > 0:
+            raise ModelError(f"the loss rate at the top of the window range ({x[-1]:.6g}) must be > 0")
         r = L * x / A
+        if self.aligned:
+            return self._solve_aligned(t, x, A, L, r, self.K * 2**level)
         s = np.log(rep.d_inverse(x))
         tiny = 1e-7 * float(h.min())
         top = t[-1]
@@ -1006,10 +1032,9 @@ class _KolmogorovMesh:
             raise ConvergenceError("the Kolmogorov recursion overflowed: int lambda / a over the window range "
                                    f"[{x[0]:.6g}, {x[-1]:.6g}] exceeds the float range; give w_max or a smaller range")
         Hp, Hm = Hmat @ G, Hminus @ G
-        fp, fm = (G - Hp) / A, (G - Hm) / A
-        noise = 8 * _EPS * (np.abs(G) + np.abs(Hm)) / A  # rounding of the difference G - H
-        if not float(L[-1]) > 0:
-            raise ModelError(f"the loss rate at the top of the window range ({x[-1]:.6g}) must be > 0")
+        floor = 8 * _EPS * (np.abs(G) + np.abs(Hm))  # rounding of the difference G - H
+        fp, fm = _above_noise(G - Hp, floor) / A, _above_noise(G - Hm, floor) / A
+        noise = floor / A
         P = float(G[N] / L[N])
         cells = 0.5 * h * (x[:-1] * fp[:-1] + x[1:] * fm[1:])
         Z = float(cells.sum() + P)
@@ -1017,6 +1042,67 @@ class _KolmogorovMesh:
         low_window = t <= s[0] if s[0] < top else np.ones(t.size, bool)
         bottom = float(cells[low_window[:-1]].sum() / Z)
         return _Level(t, x, fp, fm, Z, P, cum, self.breaks, bool(rows_i.size == 0), bottom, noise / Z)
+
+    def _solve_aligned(self, t, x, A, L, r, K: int) -> _Level:
+        """The aligned mesh (``x / nu`` is node ``j + K``): the same scheme written for ``D = a f``.
+
+        With ``D_j = G_j - G_{j+K}``, subtracting the trapezoidal step of cell ``j + K`` from
+        that of cell ``j`` gives ``D_j (1 - h r_j / 2) - D_{j+1} (1 + h r_{j+1} / 2)
+        + h/2 (r_{j+K} D_{j+K} + r_{j+K+1} D_{j+K+1}) = 0``: the solution of the G system,
+        without the cancellation of ``G - G(x / nu)`` where both are near the total loss rate
+        (that difference loses every digit where ``a`` is small, e.g. ``alpha > 1`` near 0).
+        Unknowns: ``U_j = D_j^+`` (right limits); at ``j* = N - K`` (``x / nu`` is the top)
+        ``D^-_{j*} = U_{j*} - U_N``; above ``j*`` the history is 0, so ``D = G``; ``U_N = G_N``.
+        """
+        N = t.size - 1
+        h = (t[-1] - t[0]) / N
+        js = N - K
+        half = 0.5 * h
+        rows, cols, vals = [np.array([N])], [np.array([N])], [np.array([1.0])]
+        top = np.arange(max(js, 0), N)
+        rows += [top, top]
+        cols += [top, top + 1]
+        vals += [1 - half * r[top], -(1 + half * r[top + 1])]
+        if js > 0:
+            j = np.arange(js)
+            rows += [j, j, j]
+            cols += [j, j + 1, j + K]
+            vals += [1 - half * r[j], -(1 + half * r[j + 1]), half * r[j + K]]
+            # D^-_{j+K+1}: U_{j+K+1}, minus U_N where j + K + 1 = j*
+            rows.append(j)
+            cols.append(j + K + 1)
+            vals.append(half * r[j + K + 1])
+            jump = j[j + K + 1 == js]
+            rows.append(jump)
+            cols.append(np.full(jump.size, N))
+            vals.append(-half * r[jump + K + 1])
+            # D^-_{j+1} at j + 1 = j*: -(U_{j*} - U_N)(1 + h r / 2)
+            last = j[j + 1 == js]
+            rows.append(last)
+            cols.append(np.full(last.size, N))
+            vals.append(1 + half * r[last + 1])
+        M = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                              shape=(N + 1, N + 1))
+        rhs = np.zeros(N + 1)
+        rhs[N] = 1.0
+        U = spsolve_triangular(M, rhs, lower=False)
+        if not np.all(np.isfinite(U)):
+            raise ConvergenceError("the Kolmogorov recursion overflowed: int lambda / a over the window range "
+                                   f"[{x[0]:.6g}, {x[-1]:.6g}] exceeds the float range; give w_max or a smaller range")
+        Dm = U.copy()
+        if js >= 0:
+            Dm[js] = U[js] - U[N]
+        # rounding: an error made at node i persists below it (the recursion's nearly constant
+        # mode), so the noise floor of D at j is eps times the largest D above j
+        floor = 8 * _EPS * np.sqrt(np.arange(N, -1, -1) + 1.0) * np.maximum.accumulate(np.abs(U)[::-1])[::-1]
+        fp, fm = _above_noise(U, floor) / A, _above_noise(Dm, floor) / A
+        noise = floor / A
+        P = float(U[N] / L[N])
+        cells = half * (x[:-1] * fp[:-1] + x[1:] * fm[1:])
+        Z = float(cells.sum() + P)
+        cum = np.concatenate([[0.0], np.cumsum(cells)]) / Z
+        bottom = float(cells[: min(K, N)].sum() / Z)
+        return _Level(t, x, fp, fm, Z, P, cum, self.breaks, True, bottom, noise / Z)
 
 
 def _history_width(rep: PDMP, x: np.ndarray) -> np.ndarray:
@@ -1166,6 +1252,7 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
     finest = levels[-1]
     ceiling_mass = finest.P / finest.Z if not ceiling else 0.0
     floor_cut = finest.bottom_mass if not floor else 0.0
+    noise_mass = finest.noise_mass
     info = {
         "stability": verdict.to_info(),
         "scheme": "trapezoidal rule for dG/dt = -(lambda x / a)(G - G(d^-1)) on a log mesh, Richardson "
@@ -1179,10 +1266,12 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
         "reference_window": w_ref,
         "ceiling_mass": ceiling_mass,
         "floor_cut_mass": floor_cut,
+        "rounding_mass": noise_mass,
         "mean_error_estimate": err,
         "mean_by_level": means,
         "error_estimate_kind": "Richardson: the larger difference of the best extrapolant from its neighbours, plus "
-                               "the masses at the artificial ceiling and below the bottom cut",
+                               "the masses at the artificial ceiling, below the bottom cut and under the rounding "
+                               "floor of the density",
     }
     if not converged:
         msg = (f"kolmogorov: E[W] reached an estimated relative error {err / abs(best):.2e}, not tol={tol:g}, "
@@ -1193,7 +1282,7 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
     info["converged"] = converged
 
     def cut_error(k: float, value: float) -> float:
-        e = 0.0
+        e = noise_mass * abs(value)
         if not ceiling:
             e += ceiling_mass * (finest.x[-1] ** k + abs(value))
         if not floor:
