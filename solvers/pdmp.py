@@ -1189,7 +1189,10 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
     w_ref = reference_window(rep)
     floor, ceiling = rep.w_min is not None, rep.w_max is not None
     tail_now = float(tail)
-    top = rep.w_max if ceiling else max(_tail_top(rep, w_ref, tail_now), w_ref * 8.0, (rep.w_min or 0) * 8.0)
+    # without a ceiling: where the no-loss survival from the bulk (the floor, if it is above the
+    # reference window) is e^-tail (extended below while the artificial ceiling holds mass)
+    bulk = max(w_ref, rep.w_min or 0.0)
+    top = rep.w_max if ceiling else max(_tail_top(rep, bulk, tail_now), 1.5 * bulk)
     span = 16.0
     ceiling_extensions = floor_extensions = 0
     while True:
@@ -1223,11 +1226,11 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
                              f"[{lo:.3g}, {top:.3g}], {K_eff} points per decrease); lower points_per_decrease")
         level0 = mesh.solve(0)
         ceiling_mass = level0.P / level0.Z if not ceiling else 0.0
-        if not ceiling and ceiling_mass > 1e-17 and top < w_ref * 1e14 and tail_now < 600.0:
+        if not ceiling and ceiling_mass > 1e-17 and top < bulk * 1e14 and tail_now < 600.0:
             # a heavier tail than the no-loss survival suggests: a longer range (G grows like
             # exp(int lambda / a) from the top down, so the range stays below exp(600))
             tail_now = min(2.0 * tail_now, 600.0)
-            top = max(top, min(_tail_top(rep, w_ref, tail_now), w_ref * 1e15))
+            top = max(top, min(_tail_top(rep, bulk, tail_now), bulk * 1e15))
             ceiling_extensions += 1
             continue
         if not floor and level0.bottom_mass > 1e-17 and floor_extensions < 6 and lo > 1e-250:
