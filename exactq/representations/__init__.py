@@ -13,6 +13,8 @@ representation         holds                                           solution
 :class:`DTMC`          transition matrix, states                       :class:`StationaryDistribution`
 :class:`QBD`           A0 (up), A1 (local), A2 (down), boundary        :class:`QBDSolution`
                        blocks; continuous or discrete time
+:class:`PDMP`          window increase a(w), loss rate lambda(w),      :class:`PDMPSolution`
+                       decrease nu w or d(w), bounds w_min, w_max
 :class:`Truncation`    how an infinite model was made finite           --
 =====================  ==============================================  =====================
 
@@ -46,3 +48,10 @@ from .bracket import Bracket, BracketSolution  # noqa: E402
 from .walk import JoinShorter, PartSums, QuarterPlaneWalk, WalkSolution  # noqa: E402
 
 __all__ += ["QuarterPlaneWalk", "JoinShorter", "WalkSolution", "PartSums", "Bracket", "BracketSolution"]
+
+# Window processes (:mod:`.pdmp`): :class:`PDMP` (increase a(w), loss rate lambda(w), decrease
+# nu w or d(w), window bounds; power laws declared as :class:`PowerLaw`) -> :class:`PDMPSolution`
+# (the stability verdict, moments, density, CDF); :class:`CDFPair` -> :class:`StochasticOrdering`.
+from .pdmp import PDMP, CDFPair, PDMPSolution, PowerLaw, StabilityVerdict, StochasticOrdering  # noqa: E402
+
+__all__ += ["PDMP", "PowerLaw", "PDMPSolution", "StabilityVerdict", "CDFPair", "StochasticOrdering"]
