@@ -9,7 +9,7 @@ from exactq.cli import main
 from exactq.errors import ModelError
 
 pytest.importorskip("matplotlib")
-from exactq.plotting import draw_series, plot_file, plot_table  # noqa: E402
+from exactq.plotting import draw_series, plot_table  # noqa: E402
 
 
 @pytest.fixture(scope="module")
