@@ -309,7 +309,8 @@ def check_properties(model: Model, properties: str, *, strict: bool = False, eps
     out = []
     for prop in props:
         t0 = time.perf_counter()
-        answer = check_chain(built.chain, prop.query, strict=strict, rewards=built.rewards, eps=eps)
+        cache = built.__dict__.setdefault("solutions", {})  # one stationary solve for all the properties
+        answer = check_chain(built.chain, prop.query, strict=strict, rewards=built.rewards, eps=eps, cache=cache)
         res = answer.result
         res.measure = prop.text
         res.n_states = built.chain.n_states

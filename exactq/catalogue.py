@@ -353,7 +353,7 @@ def load_entry_points(group: str = ENTRY_POINT_GROUP) -> None:
         key = f"entry point {ep.name} = {ep.value}"
         try:
             obj = ep.load()
-            if not isinstance(obj, types.ModuleType):
+            if not isinstance(obj, types.ModuleType) and not getattr(obj, "__exactq_model__", None):
                 from exactq.prism.models import register
 
                 register(obj, name=None if isinstance(obj, type) else ep.name)

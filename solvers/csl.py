@@ -132,7 +132,7 @@ def _numeric(expr, chain, ns: dict, n: int) -> np.ndarray:
 
 
 def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: str = "auto",
-                strict: bool = False, rewards: dict | None = None) -> QueryAnswer:
+                strict: bool = False, rewards: dict | None = None, cache: dict | None = None) -> QueryAnswer:
     """Evaluate a query on a CTMC or a DTMC.
 
     Parameters
@@ -153,6 +153,9 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     rewards : dict of str -> RewardStructure, optional
         The reward structures of ``R=?`` queries (default: the chain's ``rewards``
         as state rewards).
+    cache : dict, optional
+        Shared by the queries of one chain: the stationary solution is computed once
+        and reused by every steady-state query that passes the same dict.
 
     Returns
     -------
@@ -202,7 +205,7 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     answer = QueryAnswer(result=None)  # type: ignore[arg-type]
     truncated = getattr(chain, "truncation", None) is not None
     boundary = chain.boundary_mask() if truncated else None
-    ev = _Evaluator(chain, discrete, eps, solver, strict, info, ns, n, rewards)
+    ev = _Evaluator(chain, discrete, eps, solver, strict, info, ns, n, rewards, cache)
     per_state, scalar = ev.evaluate(q, answer)
     if filt is not None:
         mask = np.ones(n, dtype=bool) if filt.states is None else _condition(filt.states, chain, ns, n,
@@ -230,8 +233,9 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
 class _Evaluator:
     """Per-state values of one (unfiltered) query."""
 
-    def __init__(self, chain, discrete, eps, solver, strict, info, ns, n, rewards):
+    def __init__(self, chain, discrete, eps, solver, strict, info, ns, n, rewards, cache=None):
         self.chain, self.discrete, self.eps, self.solver, self.strict = chain, discrete, eps, solver, strict
+        self.cache = {} if cache is None else cache
         self.info, self.ns, self.n = info, ns, n
         self.rewards = rewards
         self.Q = chain.generator() if discrete else chain.Q
@@ -287,8 +291,14 @@ class _Evaluator:
     # -- steady state ------------------------------------------------------------------
     def long_run(self, values: np.ndarray, what: str, answer: QueryAnswer):
         self.method = "query/stationary"
+        key = ("stationary", self.solver, self.strict)
         try:
-            st = solve_stationary(self.chain, solver=self.solver, strict=self.strict)
+            st = self.cache.get(key)
+            if st is None:
+                st = solve_stationary(self.chain, solver=self.solver, strict=self.strict)
+                self.cache[key] = st
+            else:
+                self.info["stationary_reused"] = True
         except ReducibleError:
             return self.long_run_classes(values, what), None
         bad = (st.pi > 0) & ~np.isfinite(values)
@@ -304,7 +314,11 @@ class _Evaluator:
     def long_run_classes(self, values: np.ndarray, what: str) -> np.ndarray:
         """Several closed classes: each one's long-run value, weighted by the probability of ending in it."""
         Q = sp.csr_matrix(self.Q)
-        cls = communicating_classes(Q)
+        hit = self.cache.get(("classes", self.solver))
+        cls = hit[0] if hit is not None else communicating_classes(Q)
+        solved = hit[1] if hit is not None else {}
+        if hit is None:
+            self.cache[("classes", self.solver)] = (cls, solved)
         labels = cls.labels
         recurrent = cls.recurrent_mask
         sizes = np.bincount(labels, minlength=cls.n_classes)
@@ -316,9 +330,11 @@ class _Evaluator:
         residual, methods = 0.0, set()
         for c in cls.closed[sizes[cls.closed] > 1]:  # a loop over the (few) larger closed classes
             idx = np.flatnonzero(labels == c)
-            st = stationary(Q[idx][:, idx], method=self.solver if self.solver != "level-aggregation" else "auto",
-                            strict=self.strict, coords=self.chain.states[idx],
-                            jumps=getattr(self.chain, "jumps", None))
+            st = solved.get(int(c))
+            if st is None:
+                st = solved[int(c)] = stationary(
+                    Q[idx][:, idx], method=self.solver if self.solver != "level-aggregation" else "auto",
+                    strict=self.strict, coords=self.chain.states[idx], jumps=getattr(self.chain, "jumps", None))
             used = st.pi > 0
             if np.any(~np.isfinite(values[idx][used])):
                 raise ModelError(f"{what!r} is not finite in a state of positive long-run probability")

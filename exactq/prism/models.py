@@ -428,5 +428,10 @@ def register(obj=None, *, name: str | None = None, measures: dict | None = None,
         return obj
     if not callable(obj):
         raise ModelError(f"register_model needs a Model subclass or a function; got {type(obj).__name__}")
-    catalogue.register_model(function_model(obj, name=name, measures=measures, summary=summary))
+    cls = function_model(obj, name=name, measures=measures, summary=summary)
+    catalogue.register_model(cls)
+    try:
+        obj.__exactq_model__ = cls.name  # an entry point naming this function needs no second registration
+    except (AttributeError, TypeError):
+        pass
     return obj
