@@ -46,7 +46,8 @@ class StateFormula:
     """A compiled PRISM state formula, evaluated on the states of a chain.
 
     The checker calls :meth:`on_chain`; the variables are the chain's state columns
-    (in the model's order) and the built-in labels its ``"init"``/``"deadlock"`` labels.
+    (in the model's order) and the built-in labels (``"init"``, ``"deadlock"``, and
+    the labels of an explicit ``.lab`` file) the chain's labels.
     """
 
     __slots__ = ("compiled", "text", "names")
@@ -59,7 +60,7 @@ class StateFormula:
         return self.compiled.type
 
     def on_chain(self, chain) -> np.ndarray:
-        labels = {k: np.asarray(v, dtype=bool) for k, v in chain.labels.items() if k in ("init", "deadlock")}
+        labels = {k: np.asarray(v, dtype=bool) for k, v in chain.labels.items()}
         if "deadlock" not in labels:
             labels["deadlock"] = np.zeros(chain.n_states, dtype=bool)
         return self.compiled.full(EvalContext(np.asarray(chain.states), labels=labels))
@@ -120,7 +121,9 @@ def compile_properties(text: str, symbols: Symbols, kind: str, *, constants: dic
     base = Symbols(src, constants=dict(symbols.constants), formulas=formulas)
     values = evaluate_constants(pf.constants, {k: v for k, v in given.items() if k in own}, base, src)
     sym = Symbols(src, constants={**symbols.constants, **values}, variables=symbols.variables, formulas=formulas,
-                  labels={**symbols.labels, **pf.labels}, builtin_labels=("init", "deadlock"), allow_labels=True)
+                  labels={**symbols.labels, **pf.labels},
+                  builtin_labels=tuple(dict.fromkeys(("init", "deadlock") + tuple(symbols.builtin_labels))),
+                  allow_labels=True)
     named = {}
     out = []
     for p in pf.properties:
