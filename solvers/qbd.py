@@ -532,6 +532,27 @@ def _check_drift(A0, A1, A2) -> dict:
     return drift
 
 
+#: above this many phases sp(R) comes from ARPACK (the Perron root of R >= 0) instead of a dense eigen-solve
+DENSE_EIG_PHASES = 300
+
+
+def _spectral_radius(R: np.ndarray) -> float:
+    """``sp(R)``: all eigenvalues for small ``R``; the eigenvalue of largest modulus by ARPACK above
+    :data:`DENSE_EIG_PHASES` phases (a dense nonsymmetric eigen-solve costs about ``25 m^3``)."""
+    m = R.shape[0]
+    if m == 0:
+        return 0.0
+    if m > DENSE_EIG_PHASES:
+        from scipy.sparse.linalg import ArpackError, eigs
+
+        try:
+            vals = eigs(R, k=1, which="LM", tol=1e-14, maxiter=20 * m, return_eigenvectors=False)
+            return float(np.abs(vals).max())
+        except (ArpackError, ValueError):
+            pass
+    return float(np.max(np.abs(np.linalg.eigvals(R))))
+
+
 def _solve(qbd: QBD, algorithm: str, tol: float, maxiter: int, strict: bool, dps: int | None) -> QBDSolution:
     t0 = time.perf_counter()
     c = qbd.as_continuous()
@@ -548,7 +569,7 @@ def _solve(qbd: QBD, algorithm: str, tol: float, maxiter: int, strict: bool, dps
     R, R0 = RR[:m], RR[m:]
     R = np.maximum(R, 0.0)
     R0 = np.maximum(R0, 0.0)
-    spr = float(np.max(np.abs(np.linalg.eigvals(R)))) if m else 0.0
+    spr = _spectral_radius(R)
     if spr >= 1.0 - 1e-13:
         raise UnstableError(
             f"the QBD is not positive recurrent: spectral radius of R is {spr:.12g} >= 1 "

@@ -221,3 +221,20 @@ def test_bad_input_is_one_line_naming_the_rule(params, message, capsys):
     assert main(["solve", "aoi", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("exactq: error: ") and err.count("\n") == 1
+
+
+def test_reproduction_runs_and_its_columns_are_consistent(tmp_path):
+    from exactq.reproduce import reproduce
+
+    text = reproduce("aoi", tmp_path)
+    assert "optimal threshold" in text and "Stochastic ordering" in text
+    data = json.loads((tmp_path / "aoi.json").read_text())
+    for row in data["erasure"]:  # the ordering of the means at every erasure probability
+        assert row["differential"] <= row["generalized"] + 1e-12 <= row["actual"] + 2e-12
+        assert row["actual"] == pytest.approx(0.5 + 1 / decoding_probability(10, row["erasure_prob"], 8), rel=1e-12)
+        assert row["optimal_period"] == 1
+    ref = [r for r in data["erasure"] if abs(r["erasure_prob"] - 0.3) < 1e-12][0]
+    assert ref["differential"] == pytest.approx(1.57034321, abs=5e-9)
+    ages = {r["threshold"]: r["mean_age"] for r in data["thresholds"]}
+    assert data["optimal_threshold"] == min(ages, key=ages.get)
+    assert data["ordering"]["differential<=st generalized"] and data["ordering"]["generalized<=st actual"]

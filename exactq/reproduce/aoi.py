@@ -1,0 +1,184 @@
+"""``exactq reproduce aoi``: age of information with fixed-length differential encoding (seed 001).
+
+Bhambay, Poojary & Parag (IEEE Trans. Commun. 2019; WCNC and ITW papers), with the
+conventions of ``MODELS.md`` (n = 10 bits, b_A = 8, b_D = 4). Three parts, each
+computed with the ``aoi`` model through :func:`exactq.solve` (matrix-geometric method):
+
+* **Mean age against the erasure probability** for the actual, differential (with
+  feedback), generalized (``threshold_prob = 0.5``) and periodic (no feedback, ``L =
+  3``) schemes, with the optimal period of the periodic scheme: differential encoding
+  helps only with feedback (the optimal period is 1, i.e. actual updates).
+* **The threshold trade-off of a Markov source**: a lazy random walk on 32 states with
+  jumps of up to five; a larger threshold ``k`` allows more differential updates but
+  needs ``ceil(log2(2k + 1))`` bits, decoded less often. Mean age, peak age and the
+  decoding-failure probability for each admissible ``k``, and the optimal one.
+* **The stochastic ordering** ``differential <=st generalized <=st actual`` of the age:
+  ``P(age > x)`` of the three schemes, checked on the whole support.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import exactq
+from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
+
+__all__ = ["reproduce_aoi", "walk_source"]
+
+BASE = dict(codeword_bits=10, actual_bits=8)
+SCHEMES = {
+    "actual": dict(scheme="actual"),
+    "differential": dict(scheme="differential", differential_bits=4),
+    "generalized": dict(scheme="generalized", differential_bits=4, threshold_prob=0.5),
+    "periodic": dict(scheme="periodic", differential_bits=4, period=3),
+}
+
+
+def _solve(measure: str, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return exactq.solve("aoi", measure, **params)
+
+
+def walk_source(m: int = 32, jumps=(0.4, 0.25, 0.15, 0.1, 0.06, 0.04)) -> np.ndarray:
+    """A lazy random walk on ``0..m-1``: stay with ``jumps[0]``, move by ``d`` with ``jumps[d] / 2`` each way.
+
+    Moves that would leave the range stay put (reflection by holding).
+
+    Examples
+    --------
+    >>> P = walk_source(8)
+    >>> bool(np.allclose(P.sum(1), 1) and P[3, 4] == 0.125 and np.isclose(P[0, 0], 0.4 + (0.25 + 0.15 + 0.1 + 0.06 + 0.04) / 2))
+    True
+    """
+    P = np.zeros((m, m))
+    i = np.arange(m)
+    P[i, i] += jumps[0]
+    for d, p in enumerate(jumps[1:], start=1):
+        for sign in (1, -1):
+            j = i + sign * d
+            inside = (j >= 0) & (j < m)
+            P[i[inside], j[inside]] += p / 2
+            P[i[~inside], i[~inside]] += p / 2
+    return P
+
+
+def _erasure_table(deltas) -> list[dict]:
+    rows = []
+    for d in deltas:
+        row = {"erasure_prob": float(d)}
+        for name, extra in SCHEMES.items():
+            row[name] = _solve("mean_age", erasure_prob=float(d), **BASE, **extra).value
+        row["optimal_period"] = _solve("optimal_period", erasure_prob=float(d), **BASE, **SCHEMES["periodic"]).value
+        rows.append(row)
+    return rows
+
+
+def _threshold_table(erasure_prob: float, codeword_bits: int) -> tuple[list[dict], int]:
+    P = walk_source()
+    kw = dict(scheme="markov", source_matrix=P, codeword_bits=codeword_bits, erasure_prob=erasure_prob)
+    best = _solve("optimal_threshold", threshold=0, **kw)
+    rows = []
+    for k in sorted(best.info["mean_age_by_threshold"]):
+        m = exactq.model("aoi", threshold=k, **kw)
+        b_a, b_d = m.bits
+        inc = np.abs(np.subtract.outer(np.arange(len(P)), np.arange(len(P))))
+        pi = np.linalg.lstsq(np.vstack([P.T - np.eye(len(P)), np.ones(len(P))]), np.r_[np.zeros(len(P)), 1.0],
+                             rcond=None)[0]
+        rows.append({"threshold": k, "differential_bits": b_d, "actual_bits": b_a,
+                     "P(increment<=k)": float(pi @ (P * (inc <= k)).sum(1)),
+                     "mean_age": _solve("mean_age", threshold=k, **kw).value,
+                     "mean_peak_age": _solve("mean_peak_age", threshold=k, **kw).value,
+                     "decoding_failure_probability": _solve("decoding_failure_probability", threshold=k, **kw).value})
+    return rows, int(best.value)
+
+
+def _ordering(erasure_prob: float) -> dict:
+    laws = {name: np.array(_solve("age_distribution", erasure_prob=erasure_prob, **BASE, **SCHEMES[name]).value)
+            for name in ("actual", "generalized", "differential")}
+    size = max(len(v) for v in laws.values())
+    tails = {k: 1.0 - np.cumsum(np.pad(v, (0, size - len(v)))) for k, v in laws.items()}
+    slack = 2e-12  # each list stops where its own tail is below 1e-12
+    return {"erasure_prob": erasure_prob,
+            "tails": {k: v[:30].tolist() for k, v in tails.items()},
+            "differential<=st generalized": bool(np.all(tails["differential"] <= tails["generalized"] + slack)),
+            "generalized<=st actual": bool(np.all(tails["generalized"] <= tails["actual"] + slack))}
+
+
+def _fmt(rows: list[dict], keys: list[str]) -> str:
+    head = "  ".join(f"{k:>14s}" for k in keys)
+    lines = [head]
+    for r in rows:
+        lines.append("  ".join(f"{r[k]:>14.8g}" if isinstance(r[k], float) else f"{r[k]!s:>14s}" for k in keys))
+    return "\n".join(lines)
+
+
+@register_reproduction("aoi", "age of information with differential encoding: mean age against the erasure "
+                              "probability, the Markov-source threshold trade-off, the stochastic ordering")
+def reproduce_aoi(out_dir: Path | None, full: bool = False) -> str:
+    deltas = np.linspace(0.0, 0.5, 26 if full else 11)
+    erasure = _erasure_table(deltas)
+    thresholds, best = _threshold_table(0.25, 8)
+    order = _ordering(0.3)
+    text = [
+        "Mean age (periods) against the erasure probability delta: n = 10 bits, b_A = 8, b_D = 4 "
+        "(generalized: threshold_prob = 0.5; periodic: L = 3, no feedback)",
+        _fmt(erasure, ["erasure_prob", *SCHEMES, "optimal_period"]),
+        "",
+        "Markov source (lazy random walk on 32 states, jumps up to 5), n = 8 bits, delta = 0.25, b_A = 5: the "
+        f"threshold trade-off; optimal threshold k = {best}",
+        _fmt(thresholds, ["threshold", "differential_bits", "P(increment<=k)", "mean_age", "mean_peak_age",
+                          "decoding_failure_probability"]),
+        "",
+        f"Stochastic ordering of the age at delta = {order['erasure_prob']}: differential <=st generalized: "
+        f"{order['differential<=st generalized']}; generalized <=st actual: {order['generalized<=st actual']}",
+        "  x   " + "  ".join(f"P(age>x) {k:>12s}" for k in order["tails"]),
+    ]
+    for x in range(8):
+        text.append(f"  {x + 1:<3d} " + "  ".join(f"{order['tails'][k][x]:>21.6e}" for k in order["tails"]))
+    if out_dir is not None:
+        data = {"erasure": erasure, "thresholds": thresholds, "optimal_threshold": best, "ordering": order}
+        (out_dir / "aoi.json").write_text(json.dumps(data, indent=1))
+        if have_matplotlib():
+            _figures(out_dir, erasure, thresholds, order)
+            text.append(f"\nfigures written to {out_dir}")
+    return "\n".join(text)
+
+
+def _figures(out_dir: Path, erasure, thresholds, order) -> None:
+    fig = new_figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    d = [r["erasure_prob"] for r in erasure]
+    for name in SCHEMES:
+        ax.plot(d, [r[name] for r in erasure], marker="o", ms=3, label=name)
+    ax.set_xlabel("erasure probability")
+    ax.set_ylabel("mean age (periods)")
+    ax.set_yscale("log")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "aoi_mean_age.png", dpi=120)
+
+    fig = new_figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    k = [r["threshold"] for r in thresholds]
+    ax.plot(k, [r["mean_age"] for r in thresholds], marker="o", label="mean age")
+    ax.plot(k, [r["mean_peak_age"] for r in thresholds], marker="s", label="mean peak age")
+    ax.set_xlabel("encoding threshold k")
+    ax.set_ylabel("age (periods)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "aoi_threshold.png", dpi=120)
+
+    fig = new_figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    for name, tail in order["tails"].items():
+        ax.semilogy(np.arange(1, len(tail) + 1), np.maximum(tail, 1e-16), label=name)
+    ax.set_xlabel("x (periods)")
+    ax.set_ylabel("P(age > x)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "aoi_ordering.png", dpi=120)
