@@ -6,6 +6,7 @@
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
                  [--truncation N] [--time-limit S] [--verify] [--certify] [--strict] [--no-lump] [--json]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--time-limit S] [--json]
+    exactq solve FILE.sm CONST=value ... [--measure reward:NAME|label:NAME] [...]
     exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--const N=3,T=10] [--strict] [--json]
     exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
     exactq reproduce NAME [--out DIR] [--full]
@@ -296,7 +297,12 @@ def _cmd_models(args) -> None:
 def _cmd_solve(args) -> None:
     from .api import model as build, solve
 
-    model = build(args.model, **_parse_kv(args.params))
+    if _is_prism(args.model):  # a PRISM file: its key=value are its undefined constants
+        from .prism import load_prism
+
+        model = load_prism(args.model, _parse_kv(args.params), strict=args.strict)
+    else:
+        model = build(args.model, **_parse_kv(args.params))
     line = _progress_line(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

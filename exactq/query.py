@@ -21,6 +21,13 @@ continuous time). ``P=?`` and ``T=?`` are reported for the chain's initial state
 beside the other solvers, :func:`exactq.solvers.csl.check_chain`; :func:`exactq.check`
 runs them on a model, truncating infinite ones adaptively.
 
+PRISM's property forms (:mod:`exactq.prism.properties` reads them, in PRISM's syntax,
+on PRISM models) use the same classes and a few more: :class:`Until` with a lower
+bound (``F[t1,t2]``, ``F>=t``, ``a U[t1,t2] b``), :class:`Globally` (``G<=t``),
+:class:`Next` (``X``), :class:`RewardQuery` (``R{"r"}=? [ S | C<=t | I=t | F b ]``, on
+the :class:`RewardStructure` of a chain) and :class:`Filter` (``filter(op, q, states)``).
+The native language parsed here is unchanged.
+
 References
 ----------
 .. [BHHK03] C. Baier, B. Haverkort, H. Hermanns and J.-P. Katoen, "Model-checking

@@ -651,20 +651,17 @@ def analyse(mf: ModelFile, constants: dict | None = None, *, extra_constants=())
     expand = lambda e: None if e is None else expand_formulas(e, mf.formulas, src)  # noqa: E731
     plain: dict = {}
     modules: list = []
+    written = {m.name: m for m in mf.modules if isinstance(m, ModuleNode)}  # a base may come later in the file
     for m in mf.modules:
         if isinstance(m, ModuleNode):
-            mod = ModuleNode(m.name, [VarDecl(d.name, d.type, expand(d.lo), expand(d.hi), expand(d.init), d.line,
-                                              d.col) for d in m.decls],
-                             [CommandNode(c.action, expand(c.guard),
-                                          [UpdateNode(expand(u.prob), [Assign(a.var, expand(a.expr), a.line, a.col)
-                                                                       for a in u.assigns], u.line, u.col)
-                                           for u in c.updates], c.line, c.col, c.module) for c in m.commands],
-                             m.line, m.col)
+            mod = _expanded(m, expand)
         else:
             base = plain.get(m.base)
+            if base is None and m.base in written:
+                base = _expanded(written[m.base], expand)
             if base is None:
                 raise src.model_error(m.line, m.col, f"module {m.name!r} renames module {m.base!r}, which is not "
-                                      "defined before it")
+                                      "defined")
             mapping = {}
             for old, new, line, col in m.renames:
                 if old in mapping:
@@ -794,6 +791,17 @@ def analyse(mf: ModelFile, constants: dict | None = None, *, extra_constants=())
             raise src.model_error(mf.init.line, mf.init.col, "type error: 'init ... endinit' must be bool")
     label_sym.constants = const_values
     return ModelInfo(src, mf.type, variables, minfo, actions, rewards, labels, init, const_values, label_sym)
+
+
+def _expanded(m: ModuleNode, expand) -> ModuleNode:
+    """A copy of module ``m`` with its formulas expanded."""
+    return ModuleNode(m.name, [VarDecl(d.name, d.type, expand(d.lo), expand(d.hi), expand(d.init), d.line, d.col)
+                               for d in m.decls],
+                      [CommandNode(c.action, expand(c.guard),
+                                   [UpdateNode(expand(u.prob), [Assign(a.var, expand(a.expr), a.line, a.col)
+                                                                for a in u.assigns], u.line, u.col)
+                                    for u in c.updates], c.line, c.col, c.module) for c in m.commands],
+                      m.line, m.col)
 
 
 def _const_int(expr, sym, src, role) -> int:

@@ -145,3 +145,16 @@ def test_a_dtmc_round_trips_through_the_explicit_files(tmp_path):
     assert isinstance(back, DTMC) and abs(back.P - chain.P).max() == 0.0
     assert exactq.check(load_explicit(str(tmp_path / "d.tra")), "P=? [ F s=7 & d=2 ]").value == \
         pytest.approx(1 / 6, rel=1e-12)
+
+
+def test_solve_a_prism_file_with_its_constants_as_parameters(capsys):
+    code, out, err = run(capsys, "solve", FILES / "mmck.sm", "K=5", "lambda=1.5", "--measure", "label:full",
+                         "--verify", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    ref = exactq.solve("mmck", "blocking_probability", method="closed-form", arrival_rate=1.5, servers=2,
+                       capacity=5).value
+    assert d["value"] == pytest.approx(ref, rel=1e-12) and d["info"]["verify"]["agree"]
+    code, out, err = run(capsys, "solve", FILES / "mmck.sm", "K=5", "lambda=1.5", "--measure", "nope")
+    assert code == 2 and "unknown measure 'nope'" in err and "label:full" in err
+
