@@ -134,7 +134,19 @@ def _canonical_matrix(M: np.ndarray) -> str:
 @register_model
 @dataclass(frozen=True)
 class AgeOfInformation(Model):
-    """Age of information of fixed-length (differential) status updates (module docstring)."""
+    """Age of information of fixed-length (differential) status updates (module docstring).
+
+    Examples
+    --------
+    The references of ``MODELS.md`` (n = 10, delta = 0.3, b_A = 8, b_D = 4):
+
+    >>> import exactq
+    >>> kw = dict(codeword_bits=10, erasure_prob=0.3, actual_bits=8)
+    >>> round(exactq.solve("aoi", "mean_age", scheme="actual", **kw).value, 8)
+    3.11244767
+    >>> round(exactq.solve("aoi", "mean_age", scheme="differential", differential_bits=4, **kw).value, 8)
+    1.57034321
+    """
 
     name = "aoi"
     summary = "age of information of n-bit status updates over an erasure channel: actual, differential (with " \

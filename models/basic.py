@@ -123,6 +123,16 @@ class _BirthDeath(Model):
         Level 0 is the finite birth-death chain below ``c``; above it every state has
         the same rates ``lambda`` up and ``c mu`` down, so the QBD is level
         independent with scalar blocks and ``R = lambda / (c mu)``.
+
+        Examples
+        --------
+        M/M/3 with ``lambda = 2.4``: Erlang C from the QBD, ``P(wait) = 1 - pi_0 1``.
+
+        >>> import exactq
+        >>> q = exactq.solve("mmc", "p_wait", method="qbd", arrival_rate=2.4, servers=3).value
+        >>> c = exactq.solve("mmc", "p_wait", method="closed-form", arrival_rate=2.4, servers=3).value
+        >>> bool(abs(q - c) < 1e-12)
+        True
         """
         if width is not None:
             raise ModelError(f"model {self.name} has an exact QBD: it takes no phase truncation; got {width}")
@@ -341,7 +351,18 @@ def phase_type_fit(mean: float, scv: float) -> tuple[np.ndarray, np.ndarray]:
 @register_model
 @dataclass(frozen=True)
 class MPH1(Model):
-    """The M/PH/1 queue: Poisson arrivals, one server whose service law is fitted to a mean and an scv."""
+    """The M/PH/1 queue: Poisson arrivals, one server whose service law is fitted to a mean and an scv.
+
+    Examples
+    --------
+    Erlang-2 service (``scv = 1/2``) of mean 1 at ``lambda = 0.5``: Pollaczek-Khinchine
+    gives ``E[W] = rho E[S] (1 + scv) / (2 (1 - rho)) = 0.75``, and so does the QBD.
+
+    >>> import exactq
+    >>> w = exactq.solve("mph1", "mean_waiting_time", method="qbd", arrival_rate=0.5, scv=0.5).value
+    >>> bool(abs(w - 0.75) < 1e-12)
+    True
+    """
 
     name = "mph1"
     summary = "M/PH/1: Poisson arrivals, one FCFS server with phase-type service given by its mean and scv"

@@ -138,7 +138,20 @@ def arrival_map(servers: int, arrival_rate: float, policy: str, dispatch: str) -
 @register_model
 @dataclass(frozen=True)
 class RoundRobin(Model):
-    """Round-robin (or random) routing to n unreliable processors (module docstring)."""
+    """Round-robin (or random) routing to n unreliable processors (module docstring).
+
+    Examples
+    --------
+    ``MODELS.md``: n = 2, mu = 1, Lambda = 1 gives ``E[T] = 1 / (mu (1 - sigma))`` with
+    ``sigma = (3 - sqrt 5) / 2``, i.e. the golden ratio 1.61803399; random splitting 2.
+
+    >>> import exactq
+    >>> t = exactq.solve("round-robin", "mean_response_time", servers=2, arrival_rate=1.0).value
+    >>> bool(abs(t - (1 + 5 ** 0.5) / 2) < 1e-12)
+    True
+    >>> round(exactq.solve("round-robin", servers=2, arrival_rate=1.0, policy="random").value, 12)
+    2.0
+    """
 
     name = "round-robin"
     summary = "Poisson tasks split round-robin or at random over n unreliable FCFS processors, central or " \

@@ -188,12 +188,15 @@ def logarithmic_reduction(A0, A1, A2, *, tol: float = 1e-14, maxiter: int = 100)
     G = L.copy()
     T = H.copy()
     for k in range(1, maxiter + 1):
-        U = H @ L + L @ H
-        HL = np.linalg.solve(eye - U, np.hstack([H @ H, L @ L]))
+        # the four products H L, H H, L L, L H as one matrix product [H; L] [L, H] (one large GEMM)
+        P = np.vstack([H, L]) @ np.hstack([L, H])
+        U = P[:m, :m] + P[m:, m:]
+        HL = np.linalg.solve(eye - U, np.hstack([P[:m, m:], P[m:, :m]]))
         H, L = HL[:, :m], HL[:, m:]
-        inc = T @ L
+        TLH = T @ np.hstack([L, H])
+        inc = TLH[:, :m]
         G += inc
-        T = T @ H
+        T = TLH[:, m:]
         defect = float(np.max(np.abs(1.0 - G.sum(1))))
         if defect <= tol or float(inc.sum(1).max()) <= _EPS * 0.5:
             return G, k, True
@@ -576,12 +579,13 @@ def _solve(qbd: QBD, algorithm: str, tol: float, maxiter: int, strict: bool, dps
             f"(mean drift condition pi_A A0 1 < pi_A A2 1 fails)"
         )
     g_defect = float(np.max(np.abs(1.0 - G.sum(1))))
-    g_residual = float(np.abs(A2 + A1 @ G + A0 @ G @ G).sum(1).max())
+    # a substochastic G (resets) is judged by the residual of its equation, a stochastic one by G 1 = 1
+    g_residual = None if Z is None else float(np.abs(A2 + A1 @ G + A0 @ (G @ G)).sum(1).max())
     g_ok = g_defect <= max(tol, 1e3 * _EPS * m) if Z is None else g_residual <= 1e3 * _EPS * m * max(scale, 1.0)
     if not converged or not g_ok:
         what = (f"G is not stochastic to tol={tol:g}" if Z is None else "G does not solve A2 + A1 G + A0 G^2 = 0")
-        msg = (f"{algorithm}: {what} after {nit} iterations "
-               f"(max |1 - G 1| = {g_defect:.3e}, residual {g_residual:.3e})")
+        msg = (f"{algorithm}: {what} after {nit} iterations (max |1 - G 1| = {g_defect:.3e}"
+               + ("" if g_residual is None else f", residual {g_residual:.3e}") + ")")
         if strict:
             raise ConvergenceError(msg)
         warnings.warn(msg, ConvergenceWarning, stacklevel=3)

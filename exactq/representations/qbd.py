@@ -265,7 +265,8 @@ class QBDSolution:
         The representation that was solved.
     g_residual : float, optional
         ``||A2 + A1 G + A0 G^2||_inf`` (continuous-time blocks), the test of ``G``
-        when the QBD resets and ``G`` is substochastic.
+        when the QBD resets and ``G`` is substochastic (``None`` without resets,
+        where ``g_defect`` is the test).
     mp : dict, optional
         The high-precision path (``solve_qbd(..., dps=50)``): ``dps``, the
         ``mpmath`` matrices ``R``, ``G``, ``R0``, ``pi0``, their residuals at that
@@ -562,7 +563,14 @@ class RenewalQueue:
 
     @classmethod
     def erlang(cls, phases: int, rate: float, service_rate: float) -> "RenewalQueue":
-        """Erlang-``phases`` interarrival times with ``rate`` per phase: ``A~(s) = (rate / (rate + s))^phases``."""
+        """Erlang-``phases`` interarrival times with ``rate`` per phase: ``A~(s) = (rate / (rate + s))^phases``.
+
+        Examples
+        --------
+        >>> q = RenewalQueue.erlang(3, 6.0, 4.0)
+        >>> q.mean_interarrival, bool(np.isclose(q.interarrival_lst(2.0), 0.75 ** 3)), q.load
+        (0.5, True, 0.5)
+        """
         r, lam = int(phases), float(rate)
         if r < 1:
             raise ModelError(f"phases must be >= 1; got {phases}")
