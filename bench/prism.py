@@ -207,6 +207,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", help="comma-separated subset of " + ",".join(CASES))
     ap.add_argument("--sizes", help="comma-separated sizes (with one case)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--steady-only", action="store_true",
+                    help="check only the steady-state properties (S=?, R=? [ S ]): the big sizes")
+    ap.add_argument("--first-steady", action="store_true", help="check only the first steady-state property")
+    ap.add_argument("--append", metavar="FILE", help="add the runs to this JSON document (created if missing)")
     ap.add_argument("--timeout", type=float, default=290.0, help="seconds per worker")
     ap.add_argument("--out")
     ap.add_argument("--show")
@@ -236,6 +240,10 @@ def main(argv=None) -> int:
             sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (quick if args.quick else full)
             for size in sizes:
                 path, consts, props = _model_file(case, size, tmp)
+                if args.steady_only or args.first_steady:
+                    props = [p for p in props if "[ S ]" in p or p.startswith("S=?")]
+                if args.first_steady:
+                    props = props[:1]
                 entry = {"case": case, "size": size, "parameter": pname, "constants": consts, "properties": props}
                 for v in variants:
                     wargs = [v, path, consts, props]
@@ -244,6 +252,15 @@ def main(argv=None) -> int:
                 doc["runs"].append(entry)
                 print(table({"runs": [entry]}).splitlines()[-1], file=sys.stderr, flush=True)
     doc["machine"]["loadavg_1min_at_end"] = os.getloadavg()[0]
+    if args.append:
+        old = {"benchmark": doc["benchmark"], "runs": [], "invocations": []}
+        if os.path.exists(args.append):
+            with open(args.append) as fh:
+                old = json.load(fh)
+        old.setdefault("invocations", []).append({k: doc[k] for k in ("date", "machine", "command")})
+        old["runs"].extend(doc["runs"])
+        doc = old
+        args.out = args.append
     text = json.dumps(doc, indent=1)
     if args.out:
         with open(args.out, "w") as fh:

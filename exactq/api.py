@@ -214,6 +214,10 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     :func:`solve`. ``progress`` is called with each truncation record, as for
     :func:`solve`.
 
+    A PRISM model (:func:`exactq.load_prism`) takes the query in PRISM's property
+    syntax instead, with PRISM's forms (``F[t1,t2]``, ``G<=t``, ``R{"r"}=? [ C<=t ]``,
+    filters, ...); see :func:`check_properties`.
+
     Examples
     --------
     M/M/1/3 with arrival rate 1 and service rate 2, blocking probability

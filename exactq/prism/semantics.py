@@ -30,8 +30,8 @@ import numpy as np
 
 from .lexer import PrismModelError, Source
 from .syntax import (
-    Binary, Call, CommandNode, ConstDecl, Expr, Ident, Ite, LabelRef, Literal, ModelFile, ModuleNode,
-    QueryNode, FilterNode, RenamedModuleNode, RewardItem, RewardsNode, Unary, UpdateNode, Assign, VarDecl,
+    Assign, Binary, Call, CommandNode, Expr, FilterNode, Ident, Ite, LabelRef, Literal, ModelFile, ModuleNode,
+    QueryNode, RenamedModuleNode, Unary, UpdateNode, VarDecl,
 )
 
 __all__ = ["Compiled", "EvalContext", "Symbols", "ModelInfo", "analyse", "compile_expr", "evaluate_constants",

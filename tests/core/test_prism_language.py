@@ -56,7 +56,8 @@ def test_comments_are_ignored_and_an_open_comment_is_an_error():
 @pytest.mark.parametrize("text, where, fragment", [
     ("ctmc\nmodule q\n  n : [0..2] init 0;\n  [] n < 2 -> 1 : (n'=n+1)\nendmodule\n", "line 5, column 1",
      "expected ';' to end the command after ')'; got 'endmodule'"),
-    ("ctmc\nmodule q\n  n : [0..2;\nendmodule\n", "line 3, column 12", "expected ']' to close the range after '2'; got ';'"),
+    ("ctmc\nmodule q\n  n : [0..2;\nendmodule\n", "line 3, column 12",
+     "expected ']' to close the range after '2'; got ';'"),
     ("ctmc\nmodule q\n  n : [0..2];\n  [] n < 2 -> (n'=n+1;\nendmodule\n", "line 4, column 22",
      "expected ')' to close the assignment"),
     ("ctmc\nmodule q\n  n : [0..2];\n  [] n < 2 1 : (n'=n+1);\nendmodule\n", "line 4, column 12",
@@ -268,7 +269,8 @@ module b [s] g < 2 -> 1 : (g'=g+1); endmodule
 
 
 def test_bools_print_as_true_false_and_states_are_in_prisms_order():
-    text = "ctmc\nmodule q b : bool; n : [1..2] init 2; [] !b -> 1 : (b'=true)&(n'=1); [] b -> 1 : (b'=false); endmodule"
+    text = ("ctmc\nmodule q b : bool; n : [1..2] init 2;\n"
+            "[] !b -> 1 : (b'=true)&(n'=1); [] b -> 1 : (b'=false); endmodule")
     chain = load(text).built.chain
     assert chain.states.tolist() == [[0, 1], [0, 2], [1, 1]]  # lexicographic, as PRISM's .sta
     assert np.flatnonzero(chain.labels["init"]).tolist() == [1]
