@@ -15,7 +15,9 @@ the representation's type and structure) and pass the solution to the model's
     :func:`exactq.truncation.grow`: ``model.<factory>(level)``, or
     ``model.<factory>(level, previous)`` when the model chooses its own sets
     (settings: ``start``, ``size``, ``growth``, ``previous``, ``lumpable``,
-    ``label``, ``verify``). A finite model is solved once.
+    ``label``, ``verify``; ``set_options``: method options that fix a kept set the
+    model describes itself, passed to the factory as keywords, one solve). A finite
+    model is solved once.
 ``model``
     The model orchestrates the solves itself (several representations, or formulas
     around one): ``model.<factory>(measure, context)`` with ``context.solve(rep)``;

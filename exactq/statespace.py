@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import ModelError, NotApplicableError
 
-__all__ = ["Space", "StateSpace", "SortedSpace", "colex_rank", "RANK_LIMIT"]
+__all__ = ["Space", "StateSpace", "SortedSpace", "colex_rank", "binomial_table", "RANK_LIMIT"]
 
 _MAX_KEY = np.iinfo(np.int64).max // 4
 #: ranks and mixed-radix indices stay below this (so that sums of them cannot overflow int64)
@@ -158,6 +158,21 @@ def _binomials(vmax: int, size: int) -> np.ndarray:
         T[1:, k] = np.cumsum(T[:-1, k - 1])
     T.flags.writeable = False
     return T
+
+
+def binomial_table(vmax: int, size: int) -> np.ndarray:
+    """``T[v, k] = C(v, k)`` for ``0 <= v <= vmax``, ``0 <= k <= size`` (read-only int64).
+
+    The table behind :func:`colex_rank`; a chain on sorted vectors uses it for the
+    closed-form change of rank when one entry moves. Refused
+    (``NotApplicableError``) when an entry would reach 2^62.
+
+    Examples
+    --------
+    >>> binomial_table(4, 2)[4].tolist()
+    [1, 4, 6]
+    """
+    return _binomials(int(vmax), int(size))
 
 
 def colex_rank(X, vmax: int | None = None) -> np.ndarray:
@@ -318,12 +333,29 @@ class SortedSpace(Space):
 
     def index(self, rows) -> np.ndarray:
         """Index of each row, ``-1`` where it is not a state (unsorted class, entry out of range)."""
-        r = self.rank(rows)
+        return self.lookup(self.rank(rows))
+
+    def lookup(self, ranks) -> np.ndarray:
+        """Index of each rank (as :meth:`rank` gives it), ``-1`` where it is not a state.
+
+        A chain whose transitions change the rank by closed-form amounts (one entry
+        of a sorted vector moved by one) finds its targets here without forming them.
+        """
+        r = np.asarray(ranks, dtype=np.int64)
         if self.is_full:
-            return r
+            return np.where((r >= 0) & (r < self.n_states), r, -1)
         pos = np.minimum(np.searchsorted(self._sorted_ranks, r), len(self._sorted_ranks) - 1)
         hit = (r >= 0) & (self._sorted_ranks[pos] == r)
         return np.where(hit, self._order[pos], -1)
+
+    @property
+    def ranks(self) -> np.ndarray:
+        """The rank of every state, in the order of ``states``."""
+        if self.is_full:
+            return np.arange(self.n_states, dtype=np.int64)
+        out = np.empty(self.n_states, dtype=np.int64)
+        out[self._order] = self._sorted_ranks
+        return out
 
     def format_state(self, i: int) -> str:
         """``(x0=0, x1=2)`` with one class; ``(class1=[2, 1], class2=[0])`` with several."""

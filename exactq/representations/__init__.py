@@ -13,6 +13,8 @@ representation         holds                                           solution
 :class:`DTMC`          transition matrix, states                       :class:`StationaryDistribution`
 :class:`QBD`           A0 (up), A1 (local), A2 (down), boundary        :class:`QBDSolution`
                        blocks; continuous or discrete time
+:class:`Population`    occupancy drift via the dispatch tail, its      :class:`FixedPoint`,
+                       Jacobian, the tail closure, the 1/N term        :class:`RefinedFixedPoint`
 :class:`PDMP`          window increase a(w), loss rate lambda(w),      :class:`PDMPSolution`
                        decrease nu w or d(w), bounds w_min, w_max
 :class:`Truncation`    how an infinite model was made finite           --
@@ -32,12 +34,13 @@ that consume it, is in ``docs/architecture.md``.
 from ..ctmc import CTMC, DTMC, StationaryDistribution
 from ..statespace import SortedSpace, StateSpace
 from ..truncation import Truncation
+from .population import FixedPoint, Population, RefinedFixedPoint
 from .qbd import QBD, QBDSolution
 from .routing import (LinearProgram, LinearProgramSolution, NetworkRoutingProblem, NetworkRoutingSolution,
                       RootProblem, RootSolution, RoutingProblem, RoutingSolution)
 
 __all__ = ["CTMC", "DTMC", "StationaryDistribution", "QBD", "QBDSolution", "Truncation", "StateSpace",
-           "SortedSpace"]
+           "SortedSpace", "Population", "FixedPoint", "RefinedFixedPoint"]
 __all__ += ["RoutingProblem", "RoutingSolution", "NetworkRoutingProblem", "NetworkRoutingSolution", "LinearProgram",
             "LinearProgramSolution", "RootProblem", "RootSolution"]
 
