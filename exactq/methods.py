@@ -230,7 +230,10 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
 
     if not infinite:
         if truncation is not None:
-            raise ModelError(f"truncation applies to infinite models only; model {model.name} is finite")
+            if spec.setting("infinite", "is_infinite") == "is_infinite":
+                raise ModelError(f"truncation applies to infinite models only; model {model.name} is finite")
+            raise ModelError(f"truncation does not apply to method {spec.name!r} for model {model.name}: its "
+                             f"representation is exact, with nothing to truncate")
         rep_final = build(None, None)
         sol_final = solve(rep_final, None)
         est = _as_estimate(measure_fn(measure, rep_final, sol_final))
