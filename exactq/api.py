@@ -165,6 +165,8 @@ def solve(
                          "at 50 digits; pass --method ctmc)")
     if options:
         valid = [o for o in spec.options if o not in COMMON_OPTIONS]
+        if spec.driver == "adaptive":
+            valid.append("start_level")  # a warm start of the truncation (a sweep's last level)
         for key in options:
             if key not in valid:
                 raise ModelError(f"option {key!r} does not apply to method {method_name!r}; "

@@ -14,7 +14,8 @@ the representation's type and structure) and pass the solution to the model's
     An infinite model truncated at growing levels by the one truncation driver,
     :func:`exactq.truncation.grow`: ``model.<factory>(level)``, or
     ``model.<factory>(level, previous)`` when the model chooses its own sets
-    (settings: ``start``, ``size``, ``growth``, ``previous``, ``lumpable``,
+    (the option ``start_level`` replaces the model's first level: a warm start;
+    settings: ``start``, ``size``, ``growth``, ``previous``, ``lumpable``,
     ``label``, ``verify``; ``set_options``: method options that fix a kept set the
     model describes itself, passed to the factory as keywords, one solve). A finite
     model is solved once.
@@ -59,6 +60,8 @@ __all__ = ["run", "Context", "boundary_evaluation"]
 VERIFY_MAX_STATES = 200_000
 #: the state budget of adaptive truncations
 MAX_STATES = 6_000_000
+#: options that steer an adaptive truncation (not passed to solvers)
+ADAPTIVE_CONTROLS = ("progress", "time_limit", "max_states", "start_level", "certify")
 
 
 @dataclass
@@ -109,7 +112,10 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
     delegate = getattr(model, "delegate", None)
     other = delegate(spec.name) if callable(delegate) else None
     if other:
-        res = run(check_method_for(model, other), model, measure, tol=tol, truncation=truncation,
+        target = check_method_for(model, other)
+        if target.driver != "adaptive":  # the truncation's own controls mean nothing to the other method
+            options = {k: v for k, v in options.items() if k not in ADAPTIVE_CONTROLS}
+        res = run(target, model, measure, tol=tol, truncation=truncation,
                   verify=verify, strict=strict, options=options, certify=certify)
         res.info["delegate"] = f"method {spec.name} is answered by method {other} for this model"
         return res
@@ -204,6 +210,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
     progress = solver_opts.pop("progress", None)
     time_limit = solver_opts.pop("time_limit", None)
     certify = solver_opts.pop("certify", False)
+    start_level = solver_opts.pop("start_level", None)
     max_states = solver_opts.pop("max_states", spec.setting("max_states", MAX_STATES))
 
     def build(level, previous):
@@ -245,6 +252,8 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
                        max_states=max_states, unit=spec.setting("unit", "states"), strict=strict)
         else:
             start = None if uses_previous else int(getattr(model, spec.setting("start", "truncation_start"))(tol))
+            if start is not None and start_level is not None:  # a warm start, e.g. from a sweep's last point
+                start = max(int(start_level), 1)
             growth = spec.setting("growth")
             step = geometric_steps(growth, growth, 1) if growth else None
             out = grow(build, solve, evaluate, tol=tol, start=start, next_level=step, size=size,
