@@ -58,8 +58,8 @@ L. F. Richardson, "The deferred approach to the limit", Phil. Trans. R. Soc. A 2
 
 Examples
 --------
-NewReno with per-packet loss probability ``p = 0.001`` (``a(w) = 1``, ``lambda(w) = p w``,
-``nu = 1/2``) has ``E[W^2] = a / (p (1 - nu)) = 2000`` exactly, and both solvers agree:
+A linear increase ``a(w) = 1`` with window-proportional losses ``lambda(w) = p w``,
+``p = 0.001``, and ``nu = 1/2`` has ``E[W^2] = a / (p (1 - nu)) = 2000`` exactly, and both solvers agree:
 
 >>> from exactq.representations.pdmp import PDMP, PowerLaw
 >>> rep = PDMP(PowerLaw(1.0), PowerLaw(0.001, 1.0), nu=0.5)
@@ -259,8 +259,8 @@ def stability(rep: PDMP) -> StabilityVerdict:
 
     Examples
     --------
-    Scalable TCP (``a(w) = 0.01 w``, ``nu = 0.875``) with constant-rate losses ``lam``
-    and a floor of one packet is stable iff ``lam > 0.01 / ln(1/0.875)``:
+    A multiplicative increase ``a(w) = 0.01 w`` with ``nu = 0.875``, constant-rate losses
+    ``lam`` and a floor of one packet is stable iff ``lam > 0.01 / ln(1/0.875)``:
 
     >>> from exactq.representations.pdmp import PDMP, PowerLaw
     >>> edge = 0.01 / math.log(1 / 0.875)
@@ -282,7 +282,7 @@ def reference_window(rep: PDMP) -> float:
 
     Examples
     --------
-    NewReno at ``p = 0.001``: ``sqrt(1 / (0.001 ln 2)) = 37.98...``
+    ``a(w) = 1``, ``lambda(w) = 0.001 w``, ``nu = 1/2``: ``sqrt(1 / (0.001 ln 2)) = 37.98...``
 
     >>> from exactq.representations.pdmp import PDMP, PowerLaw
     >>> w = reference_window(PDMP(PowerLaw(1.0), PowerLaw(0.001, 1.0), nu=0.5))
@@ -356,13 +356,13 @@ def series_moment(a: float, alpha: float, lam: float, gamma: float, nu: float, k
     Examples
     --------
     AIMD with constant-rate losses: ``E[W^n] = n! (a/lam)^n / prod_{k<=n} (1 - nu^k)``,
-    e.g. ``16/3`` for ``n = 2``, ``a/lam = 1``, ``nu = 1/2``; Scalable TCP
+    e.g. ``16/3`` for ``n = 2``, ``a/lam = 1``, ``nu = 1/2``; a multiplicative increase
     (``a(w) = a w``, losses ``lam w``): ``E[W] = (a/lam) / ln(1/nu)``:
 
     >>> with mpmath.workdps(30):
     ...     aimd = abs(series_moment(1, 0, 1, 0, 0.5, 2) - mpmath.mpf(16) / 3)
-    ...     scalable = abs(series_moment(0.01, 1, 1e-3, 1, 0.875, 1) - 10 / mpmath.log(8 / mpmath.mpf(7)))
-    >>> bool(aimd < 1e-25 and scalable < 1e-25)
+    ...     mult = abs(series_moment(0.01, 1, 1e-3, 1, 0.875, 1) - 10 / mpmath.log(8 / mpmath.mpf(7)))
+    >>> bool(aimd < 1e-25 and mult < 1e-25)
     True
     """
     with mpmath.workdps(dps):
