@@ -185,16 +185,10 @@ def solve(
     t0 = time.perf_counter()
     if not lump:
         extra["lump"] = False
-    if spec.driver is not None:
-        from .methods import run
+    from .methods import run
 
-        result = run(spec, m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, options=extra,
-                     certify=certify)
-    else:
-        if certify:
-            raise NotApplicableError(f"certify applies to the methods that solve a finite chain (ctmc); method "
-                                     f"{method_name!r} was chosen")
-        result = spec.fn(m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, **extra)
+    result = run(spec, m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, options=extra,
+                 certify=certify)
     result.measure = name
     if not result.seconds:
         result.seconds = time.perf_counter() - t0

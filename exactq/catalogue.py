@@ -105,16 +105,14 @@ class MethodSpec:
 
     ``requires`` is the model's representation factory (``"ctmc"``, ``"qbd"``, ...);
     ``driver`` names the generic driver of :mod:`exactq.methods` that runs it, with
-    its ``settings``. (A method registered with a function ``fn(model, measure,
-    **options)`` instead of a driver is run by that function.)
+    its ``settings``.
     """
 
     name: str
-    fn: Callable[..., Any] | None
     requires: str
     doc: str
     options: tuple[str, ...] = ()
-    driver: str | None = None
+    driver: str = "single"
     settings: tuple = ()
 
     def applies_to(self, model: Model) -> bool:
@@ -174,32 +172,23 @@ def _add_method(spec: MethodSpec) -> None:
     specs = _METHODS.setdefault(spec.name, [])
     for other in specs:
         if other.requires == spec.requires:
-            if other == spec or (spec.fn is not None and other.fn is not None and _same_definition(other.fn, spec.fn)) \
-                    or (spec.fn is None and other.fn is None and other.driver == spec.driver
-                        and other.settings == spec.settings):
+            if other == spec:  # the same registration (a module imported twice)
                 return
             raise ValueError(f"method {spec.name!r} for representation {spec.requires!r} registered twice")
     specs.append(spec)
 
 
-def register_method(name: str, *, requires: str, doc: str, options: tuple[str, ...] = (),
-                    driver: str | None = None, **settings):
+def register_method(name: str, *, requires: str, doc: str, driver: str, options: tuple[str, ...] = (),
+                    **settings) -> None:
     """Register method ``name`` for models offering the representation factory ``requires``.
 
-    With ``driver`` (``"single"``, ``"adaptive"`` or ``"model"``, see
-    :mod:`exactq.methods`) the method is registered at once and run by that driver
-    with ``settings``; without it, this is a decorator for a function
-    ``fn(model, measure, **options) -> Result`` that runs the method itself.
+    ``driver`` is one of the generic drivers of :mod:`exactq.methods` (``"single"``,
+    ``"adaptive"``, ``"bracket"`` or ``"model"``); it runs the method with
+    ``settings`` (see each driver). ``options`` are the keywords the method accepts.
     """
-    if driver is not None:
-        _add_method(MethodSpec(name, None, requires, doc, tuple(options), driver, tuple(sorted(settings.items()))))
-        return None
-
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _add_method(MethodSpec(name, fn, requires, doc, tuple(options)))
-        return fn
-
-    return deco
+    if not driver:
+        raise ValueError(f"method {name!r} needs a driver")
+    _add_method(MethodSpec(name, requires, doc, tuple(options), driver, tuple(sorted(settings.items()))))
 
 
 def register_solver(representation: type, *, name: str, doc: str, options: tuple[str, ...] = (),
