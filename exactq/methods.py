@@ -126,8 +126,15 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
     options = dict(options)
     if certify:
         options["certify"] = True
-    result = driver(spec, model, measure, tol=tol, truncation=truncation, verify=verify, strict=strict,
-                    options=options)
+    try:
+        result = driver(spec, model, measure, tol=tol, truncation=truncation, verify=verify, strict=strict,
+                        options=options)
+    except NotApplicableError as exc:
+        others = [m for m in type(model).methods if m != spec.name]
+        text = str(exc)
+        if others and "--method" not in text:  # a solver's refusal: say what else the model offers
+            raise NotApplicableError(f"{text}; other methods of model {model.name}: {', '.join(others)}") from exc
+        raise
     result.seconds = time.perf_counter() - t0
     return result
 
