@@ -158,10 +158,10 @@ def solve(
     if truncation is not None and (int(truncation) != truncation or truncation < 1):
         raise ModelError(f"truncation must be an integer >= 1; got {truncation!r}")
     if truncation is not None and "truncation" not in spec.options:
-        raise ModelError(f"truncation applies to the ctmc and qbd methods; method {method_name!r} was chosen "
+        raise NotApplicableError(f"truncation applies to the ctmc and qbd methods; method {method_name!r} was chosen "
                          "(pass --method ctmc)")
     if verify and not verifiable(spec):
-        raise ModelError(f"verify does not apply to method {method_name!r} (it re-solves the ctmc method's chain "
+        raise NotApplicableError(f"verify does not apply to method {method_name!r} (it re-solves the ctmc method's chain "
                          "at 50 digits; pass --method ctmc)")
     if options:
         valid = [o for o in spec.options if o not in COMMON_OPTIONS]
@@ -169,7 +169,7 @@ def solve(
             valid.append("start_level")  # a warm start of the truncation (a sweep's last level)
         for key in options:
             if key not in valid:
-                raise ModelError(f"option {key!r} does not apply to method {method_name!r}; "
+                raise NotApplicableError(f"option {key!r} does not apply to method {method_name!r}; "
                                  f"valid: {', '.join(valid) or '(none)'}")
         extra.update(options)
     if time_limit is not None:
@@ -232,7 +232,7 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     m = _as_model(model, params)
     if getattr(m, "prism_properties", False):  # a PRISM (or explicit) model: properties in PRISM's syntax
         if truncation is not None:
-            raise ModelError(f"truncation applies to infinite models only; model {m.name} is finite")
+            raise NotApplicableError(f"truncation applies to infinite models only; model {m.name} is finite")
         return check_properties(m, query, strict=strict)[0]
     if not m.offers("ctmc"):
         raise NotApplicableError(f"model {m.name} has no CTMC representation; queries need one")
@@ -240,7 +240,7 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     t0 = time.perf_counter()
     infinite = bool(getattr(m, "is_infinite", False))
     if not infinite and truncation is not None:
-        raise ModelError(f"truncation applies to infinite models only; model {m.name} is finite")
+        raise NotApplicableError(f"truncation applies to infinite models only; model {m.name} is finite")
 
     def solve(chain, previous):
         return check_chain(chain, q, strict=strict)

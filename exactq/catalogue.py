@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
-from .errors import ModelError, NotApplicableError
+from .errors import ModelError, NotApplicableError, SolverRefusal
 from .params import Param, parse_params
 
 __all__ = [
@@ -265,23 +265,33 @@ def solve_representation(rep: Any, using: str | None = None, **options) -> Any:
     specs = solvers_for(rep)
     kind = type(rep).__name__
     if not specs:
-        raise NotApplicableError(f"no solver is registered for the {kind} representation")
+        raise SolverRefusal(f"no solver is registered for the {kind} representation")
     if using is not None:
         named = [s for s in specs if s.name == using]
         if not named:
-            raise NotApplicableError(f"solver {using!r} does not apply to a {kind}; valid: "
-                                     f"{', '.join(s.name for s in specs)}")
+            raise SolverRefusal(f"solver {using!r} does not apply to a {kind}; valid: "
+                                f"{', '.join(s.name for s in specs)}")
         why = named[0].refusal(rep)
         if why:
-            raise NotApplicableError(f"solver {using!r} does not apply to this {kind}: {why}")
-        return named[0].fn(rep, **options)
+            raise SolverRefusal(f"solver {using!r} does not apply to this {kind}: {why}")
+        return _run_solver(named[0], rep, options)
     reasons = []
     for s in sorted(specs, key=lambda s: s.applies is None):  # declared structure first
         why = s.refusal(rep)
         if why is None:
-            return s.fn(rep, **options)
+            return _run_solver(s, rep, options)
         reasons.append(f"{s.name}: {why}")
-    raise NotApplicableError(f"no registered solver applies to this {kind} ({'; '.join(reasons)})")
+    raise SolverRefusal(f"no registered solver applies to this {kind} ({'; '.join(reasons)})")
+
+
+def _run_solver(spec: SolverSpec, rep: Any, options: dict) -> Any:
+    """Run a solver; a limit it finds itself (NotApplicableError) is a refusal of this representation."""
+    try:
+        return spec.fn(rep, **options)
+    except SolverRefusal:
+        raise
+    except NotApplicableError as exc:
+        raise SolverRefusal(str(exc)) from exc
 
 
 #: module name -> "ExceptionType: message" for plug-in modules that failed to import

@@ -13,6 +13,7 @@ __all__ = [
     "ModelError",
     "UnstableError",
     "NotApplicableError",
+    "SolverRefusal",
     "ConvergenceError",
     "TruncationError",
     "ReducibleError",
@@ -36,6 +37,10 @@ class UnstableError(ModelError):
 
 class NotApplicableError(ExactqError):
     """A solver or method cannot handle this model or representation."""
+
+
+class SolverRefusal(NotApplicableError):
+    """No registered solver can handle this representation (its structure or size)."""
 
 
 class ConvergenceError(ExactqError, ArithmeticError):

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from .catalogue import MethodSpec, certify_representation, check_method_for, solve_representation
-from .errors import AccuracyWarning, ModelError, NotApplicableError, TruncationError
+from .errors import AccuracyWarning, ModelError, NotApplicableError, SolverRefusal, TruncationError
 from .result import Estimate, Result
 from .truncation import Evaluation, difference, geometric_steps, grow, norm, tail_factor
 
@@ -129,7 +129,7 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
     try:
         result = driver(spec, model, measure, tol=tol, truncation=truncation, verify=verify, strict=strict,
                         options=options)
-    except NotApplicableError as exc:
+    except SolverRefusal as exc:
         others = [m for m in type(model).methods if m != spec.name]
         text = str(exc)
         if others and "--method" not in text:  # a solver's refusal: say what else the model offers
@@ -142,7 +142,7 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
 # ---------------------------------------------------------------------------- single
 def _single(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
     if truncation is not None:
-        raise ModelError(f"truncation does not apply to method {spec.name!r}")
+        raise NotApplicableError(f"truncation does not apply to method {spec.name!r}")
     options.pop("lump", None)  # the lumping switch is the adaptive CTMC method's
     rep = getattr(model, spec.requires)()
     sol = solve_representation(rep, spec.setting("solver"), **_solver_options(spec, options, tol, strict))
@@ -245,8 +245,8 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
     if not infinite:
         if truncation is not None:
             if spec.setting("infinite", "is_infinite") == "is_infinite":
-                raise ModelError(f"truncation applies to infinite models only; model {model.name} is finite")
-            raise ModelError(f"truncation does not apply to method {spec.name!r} for model {model.name}: its "
+                raise NotApplicableError(f"truncation applies to infinite models only; model {model.name} is finite")
+            raise NotApplicableError(f"truncation does not apply to method {spec.name!r} for model {model.name}: its "
                              f"representation is exact, with nothing to truncate")
         rep_final = build(None, None)
         sol_final = solve(rep_final, None)
@@ -312,7 +312,7 @@ def _verify(spec, rep, value, tol, measure_of) -> dict:
     """Re-solve the final representation with the method's verifying solver and compare."""
     opts = dict(spec.setting("verify", ()))
     if not opts:
-        raise ModelError(f"verify does not apply to method {spec.name!r}")
+        raise NotApplicableError(f"verify does not apply to method {spec.name!r}")
     if getattr(rep, "n_states", 0) > VERIFY_MAX_STATES:
         msg = f"verify skipped: {rep.n_states} states exceed the 50-digit limit of {VERIFY_MAX_STATES}"
         warnings.warn(msg, AccuracyWarning, stacklevel=4)
@@ -344,7 +344,7 @@ def _model(spec, model, measure, *, tol, truncation, verify, strict, options) ->
         return Result(value=_plain(est.value), method=spec.setting("label", spec.name), lower=est.lower,
                       upper=est.upper, error_estimate=est.error, info=info)
     if truncation is not None and "truncation" not in spec.options:
-        raise ModelError(f"truncation does not apply to method {spec.name!r}")
+        raise NotApplicableError(f"truncation does not apply to method {spec.name!r}")
     if truncation is not None:
         options["truncation"] = truncation
     if verify:
@@ -363,7 +363,7 @@ def _model(spec, model, measure, *, tol, truncation, verify, strict, options) ->
 def _bracket(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
     name = spec.setting("parameter")
     if truncation is not None:
-        raise ModelError(f"truncation does not apply to method {spec.name!r} (set {name} instead); "
+        raise NotApplicableError(f"truncation does not apply to method {spec.name!r} (set {name} instead); "
                          f"got {truncation!r}")
     options.pop("lump", None)
     build = getattr(model, spec.requires)
@@ -403,7 +403,7 @@ def _bracket(spec, model, measure, *, tol, truncation, verify, strict, options) 
     if verify:
         second = dict(spec.setting("verify", ()))
         if not second:
-            raise ModelError(f"verify does not apply to method {spec.name!r}")
+            raise NotApplicableError(f"verify does not apply to method {spec.name!r}")
         _, _, other = bounds(rep.parameter, **second)
         diff = max(abs(other.lower - lower), abs(other.upper - upper))
         info["verify"] = {**{f"second_{k}": v for k, v in second.items()}, "abs_diff": diff,

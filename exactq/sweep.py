@@ -65,7 +65,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from .errors import ExactqError, ModelError
+from .errors import ExactqError, ModelError, NotApplicableError
 
 __all__ = ["sweep", "parse_spec", "read_table", "write_table", "Study", "run_point", "run_batch", "TABLE_COLUMNS"]
 
@@ -276,7 +276,7 @@ class Study:
         valid_methods = ["auto", *self.cls.methods] + (list(STATIONARY_SOLVERS) if "ctmc" in self.cls.methods else [])
         for m in dict(self.axes).get("method", [method]):
             if m not in valid_methods:
-                raise ModelError(f"method {m!r} does not apply to model {model}; valid: {', '.join(valid_methods)}")
+                raise NotApplicableError(f"method {m!r} does not apply to model {model}; valid: {', '.join(valid_methods)}")
         self.method = method
         if not (isinstance(tol, (int, float)) and 0 < tol < 1):
             raise ModelError(f"tol must be in (0, 1); got {tol!r}")
@@ -331,7 +331,7 @@ class Study:
             valid = [o for o in spec.options if o not in COMMON_OPTIONS]
             for key in self.options:
                 if key not in valid:
-                    raise ModelError(f"option {key!r} does not apply to method {name!r}; "
+                    raise NotApplicableError(f"option {key!r} does not apply to method {name!r}; "
                                      f"valid: {', '.join(valid) or '(none)'}")
 
 

@@ -75,6 +75,7 @@ from exactq.errors import (
     ConvergenceError,
     ConvergenceWarning,
     ModelError,
+    NotApplicableError,
     UnstableError,
 )
 from exactq.representations.qbd import QBD, QBDSolution
@@ -403,7 +404,7 @@ def refine_mp(A0, A1, A2, G, *, dps: int = 50, maxsteps: int = 30):
     A0f, A1f, A2f, Gf = (np.atleast_2d(np.asarray(X, dtype=float)) for X in (A0, A1, A2, G))
     m = A1f.shape[0]
     if m > MP_MAX_PHASES:
-        raise ModelError(f"the {dps}-digit path applies to QBDs with at most {MP_MAX_PHASES} phases; got {m}")
+        raise NotApplicableError(f"the {dps}-digit path applies to QBDs with at most {MP_MAX_PHASES} phases; got {m}")
     Uf = A1f + A0f @ Gf
     stein = _stein_solver(np.linalg.solve(Uf, A0f), Gf)
     scale = max(float(np.abs(A1f).max()), 1e-300)
@@ -520,7 +521,7 @@ def solve_qbd(qbd: QBD, *, algorithm: str = "logarithmic_reduction", tol: float 
         if not (isinstance(dps, (int, np.integer)) and 16 <= dps <= 1000):
             raise ModelError(f"dps must be an integer in [16, 1000]; got {dps!r}")
         if qbd.n_phases > MP_MAX_PHASES or qbd.n_boundary_phases > MP_MAX_PHASES:
-            raise ModelError(f"dps={dps}: the high-precision path applies to QBDs with at most {MP_MAX_PHASES} "
+            raise NotApplicableError(f"dps={dps}: the high-precision path applies to QBDs with at most {MP_MAX_PHASES} "
                              f"phases; got {max(qbd.n_phases, qbd.n_boundary_phases)}")
     why = _phase_count(qbd)
     if why:

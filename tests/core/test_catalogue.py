@@ -8,7 +8,7 @@ import pytest
 import exactq
 from exactq import catalogue
 from exactq.cli import main
-from exactq.errors import ModelError
+from exactq.errors import ModelError, NotApplicableError
 
 
 def test_every_plugin_module_loads():
@@ -34,7 +34,7 @@ def test_method_options_are_listed_and_validated(capsys):
     desc = {m["name"]: m for m in catalogue.describe_models()}
     assert desc["ps-routing"]["method_options"] == {"convex": ["solver", "solver_tol", "polish"]}
     assert desc["mm1"]["method_options"].get("ctmc") == ["solver"]
-    with pytest.raises(ModelError, match="option 'foo' does not apply to method 'convex'; valid: solver"):
+    with pytest.raises(NotApplicableError, match="option 'foo' does not apply to method 'convex'; valid: solver"):
         exactq.solve("ps-routing", method="convex", service_rates="2,1", work_rate=1.5, options={"foo": 1})
     a = exactq.solve("ps-routing", method="convex", service_rates="2,1", work_rate=1.5,
                      options={"solver": "SCS", "polish": True})

@@ -219,7 +219,7 @@ def test_api_errors():
         solve("mm1", arrival_rate=0.5, tol=0)
     with pytest.raises(ModelError, match=r"truncation must be an integer >= 1; got 0"):
         solve("mm1", arrival_rate=0.5, method="ctmc", truncation=0)
-    with pytest.raises(ModelError, match="truncation applies to infinite models only"):
+    with pytest.raises(NotApplicableError, match="truncation applies to infinite models only"):
         solve("mmck", method="ctmc", arrival_rate=1.0, servers=1, capacity=3, truncation=10)
     m = exactq.model("mm1", arrival_rate=0.5)
     with pytest.raises(ModelError, match="already built model"):

@@ -311,7 +311,7 @@ def test_registered_method_refuses_what_it_cannot_bound():
         exactq.solve("jsq", method="bounds", arrival_rate=1.0, service_rates="1,1", capacity=5)
     with pytest.raises(NotApplicableError, match="p_wait"):
         exactq.solve("jsq", "p_wait", method="bounds", arrival_rate=1.0, service_rates="1,1")
-    with pytest.raises(exactq.ModelError, match="truncation"):
+    with pytest.raises(exactq.NotApplicableError, match="truncation"):
         exactq.solve("jsq", method="bounds", arrival_rate=1.0, service_rates="1,1", truncation=100)
     with pytest.raises(UnstableError, match="use threshold >= 2"):
         threshold_bounds(1.8, 1.0, 1, "mean_number")

@@ -98,7 +98,7 @@ def test_bad_input():
         exactq.solve("sed", method="qbd", arrival_rate=1.0, service_rates="1,2")
     with pytest.raises(UnstableError, match="arrival_rate"):
         exactq.solve("sed", method="qbd", arrival_rate=2.0, service_rates="1,1")
-    with pytest.raises(ModelError, match="verify"):
+    with pytest.raises(exactq.NotApplicableError, match="verify"):
         exactq.solve("sed", method="qbd", arrival_rate=1.0, service_rates="1,1", verify=True)
     with pytest.raises(ModelError, match="phase truncation must be >= phases"):
         exactq.solve("sed", method="qbd", arrival_rate=1.0, service_rates="1,1", phases=4, truncation=2)

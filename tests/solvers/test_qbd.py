@@ -14,6 +14,7 @@ from exactq.errors import (
     ConvergenceError,
     ConvergenceWarning,
     ModelError,
+    NotApplicableError,
     UnstableError,
 )
 from exactq.solvers.qbd import (
@@ -404,7 +405,7 @@ def test_fifty_digit_path_with_a_reset_and_a_smaller_boundary():
 
 def test_fifty_digit_path_refuses_large_or_bad_requests():
     A0, A1, A2 = random_qbd(qbd_module.MP_MAX_PHASES + 1, 1)
-    with pytest.raises(ModelError, match="applies to QBDs with at most 64 phases; got 65"):
+    with pytest.raises(NotApplicableError, match="applies to QBDs with at most 64 phases; got 65"):
         solve_qbd(QBD(A0, A1, A2), dps=50)
     with pytest.raises(ModelError, match=r"dps must be an integer in \[16, 1000\]; got 8"):
         solve_qbd(QBD([[0.5]], [[-1.5]], [[1.0]]), dps=8)
