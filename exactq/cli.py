@@ -243,7 +243,7 @@ def _emit(args, model, result, caught) -> None:
         bits = [f"method {result.method}"]
         if result.lower is not None or result.upper is not None:
             kind = "certified bounds" if "certificate" in result.info else "bounds"
-            bits.append(f"{kind} [{result.lower!r}, {result.upper!r}]" if kind.startswith("certified") else
+            bits.append(f"{kind} [{float(result.lower)!r}, {float(result.upper)!r}]" if kind.startswith("certified") else
                         f"{kind} [{_fmt_value(result.lower)}, {_fmt_value(result.upper)}]")
         if result.error_estimate is not None:
             bits.append(f"error estimate {result.error_estimate:.2e}")

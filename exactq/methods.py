@@ -294,7 +294,7 @@ def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict) ->
                                  "budget or a fixed truncation")
     f, g = pair
     enclosure = certify_representation(rep, sol)
-    lower, upper = enclosure.expectation(f, g)
+    lower, upper = (float(x) for x in enclosure.expectation(f, g))
     truncated = getattr(rep, "truncation", None)
     covers = "the finite chain with the float64 rates as built (rounding included)"
     if truncated is not None:

@@ -82,36 +82,43 @@ class _BirthDeath(Model):
                           constants={"c": c, "K": K})
 
     def ctmc_measure(self, measure, chain, sol):
-        pi = sol.pi
         n = chain.states[:, 0].astype(float)
-        K = chain.states[-1, 0]
-        c = self._servers
-        p_full = pi[-1] if self._capacity is not None else 0.0
-        return self._measure_from(measure, n, pi, p_full, K, c)
+        return self._measure_from(measure, n, sol.pi, int(chain.states[-1, 0]), self._servers)
 
-    def _measure_from(self, measure, n, pi, p_full, K, c):
-        lam, mu = self.arrival_rate, self.service_rate
-        accepted = lam * (1.0 - p_full)
-        L = float(pi @ n)
-        Lq = float(pi @ np.maximum(n - c, 0))
+    def ctmc_functional(self, measure, chain):
+        """``(f, g)``: the measure is ``(f . pi) / (g . pi)`` on the chain (what ``certify`` encloses)."""
+        return self._functional(measure, chain.states[:, 0].astype(float), int(chain.states[-1, 0]), self._servers)
+
+    def _functional(self, measure, n, K, c):
+        """Per-state rewards ``(f, g)`` with ``measure = (f . pi) / (g . pi)`` on the states ``n``.
+
+        With a capacity K, arrivals are lost in the state ``n = K``; accepted jobs arrive
+        at rate ``lambda (1 - P(N = K))`` (PASTA), which Little's law divides by.
+        """
+        lam = self.arrival_rate
+        ones = np.ones_like(n)
+        accepted = ones if self._capacity is None else (n < K).astype(float)
         if measure == "mean_number":
-            return L
+            return n, ones
         if measure == "mean_queue_length":
-            return Lq
+            return np.maximum(n - c, 0), ones
         if measure == "mean_response_time":
-            return L / accepted
+            return n, lam * accepted
         if measure == "mean_waiting_time":
-            return Lq / accepted
+            return np.maximum(n - c, 0), lam * accepted
         if measure == "p_wait":
-            waits = float(pi[(n >= c) & (n < K)].sum()) if self._capacity is not None else float(pi[n >= c].sum())
-            return waits / (1.0 - p_full)
+            return (n >= c) * accepted, accepted
         if measure == "utilization":
-            return float(pi @ np.minimum(n, c)) / c
+            return np.minimum(n, c) / c, ones
         if measure == "prob_empty":
-            return float(pi[0])
+            return (n == 0).astype(float), ones
         if measure == "blocking_probability":
-            return float(p_full)
+            return 1.0 - accepted, ones
         raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover (validated by the API)
+
+    def _measure_from(self, measure, n, pi, K, c):
+        f, g = self._functional(measure, n, K, c)
+        return float(pi @ f) / float(pi @ g)
 
     # -- QBD representation (the infinite queues): exact, no truncation -------------
     #: the QBD is the whole infinite chain: the qbd method solves it once
@@ -168,7 +175,7 @@ class _BirthDeath(Model):
             K = self._capacity
             p = self._probabilities(K)
             n = np.arange(K + 1, dtype=float)
-            return self._measure_from(measure, n, p, p[-1], K, c)
+            return self._measure_from(measure, n, p, K, c)
         a = lam / mu
         rho = a / c
         # Erlang C via the stable Erlang B recursion B(k) = a B(k-1) / (k + a B(k-1))
@@ -386,6 +393,7 @@ class MPH1(Model):
     qbd_truncated = False
     _capacity = None
     _measure_from = _BirthDeath._measure_from
+    _functional = _BirthDeath._functional
 
     def check(self):
         rho = self.arrival_rate * self.mean_service_time
@@ -480,4 +488,8 @@ class MPH1(Model):
 
     def ctmc_measure(self, measure, chain, sol):
         n = chain.states[:, 0].astype(float)
-        return self._measure_from(measure, n, sol.pi, 0.0, int(chain.states[:, 0].max()), 1)
+        return self._measure_from(measure, n, sol.pi, int(chain.states[:, 0].max()), 1)
+
+    def ctmc_functional(self, measure, chain):
+        """``(f, g)``: the measure is ``(f . pi) / (g . pi)`` on the chain (what ``certify`` encloses)."""
+        return self._functional(measure, chain.states[:, 0].astype(float), int(chain.states[:, 0].max()), 1)

@@ -712,33 +712,46 @@ class JSQ(Model):
                           constants={"K": K, "capacity": K, "arrival_rate": lam},
                           labels={"full": space.states[:, 0] >= self.capacity})
 
+    def _functional(self, measure, chain, *, lumped: bool):
+        """``(f, g)`` with the scalar measure ``(f . pi) / (g . pi)`` (full or lumped chain), else None.
+
+        Accepted jobs arrive at rate ``lambda (1 - P(full))`` (PASTA); Little's law
+        divides by it.
+        """
+        s = chain.states
+        accepted = (~chain.labels["full"]).astype(float) if not self.is_infinite else np.ones(len(s))
+        total = s.sum(axis=1).astype(float)
+        ones = np.ones(len(s))
+        lam = self.arrival_rate
+        if measure == "mean_number":
+            return total, ones
+        if measure == "mean_response_time":
+            return total, lam * accepted
+        if measure == "mean_waiting_time":
+            return np.maximum(s - 1, 0).sum(axis=1).astype(float), lam * accepted
+        if measure == "prob_empty":
+            return (total == 0).astype(float), ones
+        if measure == "blocking_probability":
+            self._finite_capacity_for(measure)
+            return 1.0 - accepted, ones
+        if measure == "p_wait":
+            if lumped:  # identical servers: an accepted arrival waits iff the shortest queue is busy
+                return (s[:, 0] >= 1) * accepted, accepted
+            routing = jsq_routing(s, np.asarray(self.service_rates, float), self.ties, self.capacity)
+            return (routing * (s > 0)).sum(axis=1), accepted
+        return None
+
     def _measure(self, measure, chain, sol, *, lumped: bool):
         """Measures of the full chain (states q_i) or the lumped one (sorted queue lengths)."""
         pi = sol.pi
+        pair = self._functional(measure, chain, lumped=lumped)
+        if pair is not None:
+            f, g = pair
+            return float(pi @ f) / float(pi @ g)
         s = chain.states
-        full = chain.labels["full"]
-        p_lost = float(pi[full].sum()) if not self.is_infinite else 0.0
-        accepted = self.arrival_rate * (1.0 - p_lost)
-        total = s.sum(axis=1)
         n = self.n_servers
-        if measure == "mean_number":
-            return float(pi @ total)
-        if measure == "mean_response_time":
-            return float(pi @ total) / accepted
-        if measure == "mean_waiting_time":
-            return float(pi @ np.maximum(s - 1, 0).sum(axis=1)) / accepted
-        if measure == "prob_empty":
-            return float(pi[total == 0].sum())
-        if measure == "blocking_probability":
-            self._finite_capacity_for(measure)
-            return p_lost
         if measure == "mean_queue_lengths":
-            return [float(pi @ total) / n] * n if lumped else (pi @ s).tolist()
-        if measure == "p_wait":
-            if lumped:  # identical servers: an accepted arrival waits iff the shortest queue is busy
-                return float(pi[(s[:, 0] >= 1) & ~full].sum()) / (1.0 - p_lost)
-            routing = jsq_routing(s, np.asarray(self.service_rates, float), self.ties, self.capacity)
-            return float(pi @ (routing * (s > 0)).sum(axis=1)) / (1.0 - p_lost)
+            return [float(pi @ s.sum(axis=1)) / n] * n if lumped else (pi @ s).tolist()
         if measure == "queue_length_distributions":
             K = self._finite_capacity_for(measure)
             marg = [np.bincount(s[:, i], weights=pi, minlength=K + 1) for i in range(n)]
@@ -752,6 +765,14 @@ class JSQ(Model):
 
     def ctmc_measure(self, measure, chain, sol):
         return self._measure(measure, chain, sol, lumped=False)
+
+    def lumped_functional(self, measure, chain):
+        """What ``certify`` encloses on the lumped chain: ``(f, g)`` or None for vector measures."""
+        return self._functional(measure, chain, lumped=True)
+
+    def ctmc_functional(self, measure, chain):
+        """What ``certify`` encloses on the full chain: ``(f, g)`` or None for vector measures."""
+        return self._functional(measure, chain, lumped=False)
 
     def _finite_capacity_for(self, measure: str) -> int:
         if self.is_infinite:

@@ -86,3 +86,29 @@ def test_reducible_chain_is_refused():
 
     with pytest.raises(ConvergenceError, match="singular|could not verify"):
         enclose_stationary(chain, Given())
+
+
+# -- through the API: certify=True on the ctmc method ---------------------------------------------
+import exactq  # noqa: E402
+
+
+def test_certify_through_the_api_contains_the_exact_rational_value():
+    r = exactq.solve("mmck", "mean_number", arrival_rate=2, servers=2, capacity=5, certify=True)
+    exact = sum(k * pk for k, pk in enumerate(mmck_exact(2, 1, 2, 5)))
+    assert r.method.startswith("ctmc/") and Fraction(r.lower) <= exact <= Fraction(r.upper)
+    assert r.upper - r.lower <= 1e-12 and r.lower <= r.value <= r.upper
+    assert "finite chain" in r.info["certificate"]["covers"]
+    b = exactq.solve("mmck", "blocking_probability", arrival_rate=2, servers=2, capacity=5, certify=True)
+    assert Fraction(b.lower) <= mmck_exact(2, 1, 2, 5)[5] <= Fraction(b.upper)
+
+
+def test_certify_jsq_truncated_chain_and_what_it_covers():
+    r = exactq.solve("jsq", "mean_response_time", method="ctmc", truncation=60, certify=True, lump=False,
+                     arrival_rate=1.5, service_rates="1,1")
+    assert r.lower <= r.value <= r.upper and (r.upper - r.lower) / r.value < 1e-10
+    assert "truncated chain (level 60" in r.info["certificate"]["covers"]
+    with pytest.raises(NotApplicableError, match="expectation"):
+        exactq.solve("jsq", "mean_queue_lengths", method="ctmc", truncation=20, certify=True,
+                     arrival_rate=1.5, service_rates="1,2")
+    with pytest.raises(NotApplicableError, match="certify applies"):
+        exactq.solve("jsq", method="compensation", certify=True, arrival_rate=1.5, service_rates="1,1")
