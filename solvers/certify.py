@@ -83,10 +83,11 @@ class StationaryEnclosure:
     --------
     The two-state chain with rates 1 and 2 has ``pi = (2/3, 1/3)``:
 
+    >>> from fractions import Fraction
     >>> from exactq.ctmc import CTMC
     >>> e = enclose_stationary(CTMC.from_generator([[-1.0, 1.0], [2.0, -2.0]]))
     >>> lo, hi = e.expectation(np.array([0.0, 1.0]))
-    >>> bool(lo <= 1 / 3 <= hi and hi - lo < 1e-15)
+    >>> bool(Fraction(lo) <= Fraction(1, 3) <= Fraction(hi) and hi - lo < 1e-14)
     True
     """
 
@@ -180,10 +181,11 @@ def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
     --------
     M/M/1/3 with arrival rate 1 and service rate 2: ``P(N = 3) = (1/8)(1/2) / (15/16)``.
 
+    >>> from fractions import Fraction
     >>> Q = [[-1, 1, 0, 0], [2, -3, 1, 0], [0, 2, -3, 1], [0, 0, 2, -2]]
     >>> e = enclose_stationary(CTMC.from_generator(np.array(Q, float)))
     >>> lo, hi = e.expectation(np.array([0.0, 0, 0, 1]))
-    >>> bool(lo <= 1 / 15 <= hi and (hi - lo) < 1e-15)
+    >>> bool(Fraction(lo) <= Fraction(1, 15) <= Fraction(hi) and hi - lo < 1e-14)
     True
     """
     t0 = time.perf_counter()
@@ -242,9 +244,10 @@ def enclose_stationary_arb(chain: CTMC, *, prec: int = 128) -> StationaryEnclosu
 
     Examples
     --------
+    >>> from fractions import Fraction
     >>> e = enclose_stationary_arb(CTMC.from_generator(np.array([[-1.0, 1.0], [2.0, -2.0]])))
     >>> lo, hi = e.expectation(np.array([0.0, 1.0]))
-    >>> bool(lo <= 1 / 3 <= hi and hi - lo < 1e-15)
+    >>> bool(Fraction(lo) <= Fraction(1, 3) <= Fraction(hi) and hi - lo < 1e-15)
     True
     """
     try:
