@@ -156,6 +156,8 @@ def register_model(cls: type) -> type:
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
     if cls.name in _MODELS and _same_definition(_MODELS[cls.name], cls):
+        if not _MODELS[cls.name].__module__.startswith("exactq.") and cls.__module__.startswith("exactq."):
+            _MODELS[cls.name] = cls  # the installed module's class wins over a second copy's
         return cls
     if cls.name in _MODELS:
         raise ValueError(f"model name {cls.name!r} registered twice")
