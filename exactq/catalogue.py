@@ -322,9 +322,14 @@ def import_all(package: str, path) -> None:
                           stacklevel=2)
 
 
+def load_solvers() -> None:
+    """Import the solver package, which registers every solver and method."""
+    import exactq.solvers  # noqa: F401
+
+
 def _load() -> None:
     # Importing the packages registers their contents (methods first).
-    import exactq.solvers  # noqa: F401
+    load_solvers()
     import exactq.models  # noqa: F401
 
     load_entry_points()

@@ -2,11 +2,11 @@
 
 Importing the package imports every module in it, which registers the models (and
 their reproductions) in the catalogue: adding a model is adding one module here.
-Methods are registered first (``exactq.catalogue`` imports ``exactq.solvers`` before
-this package).
+Models check at registration that the methods they offer exist, so the catalogue
+loads the solvers first (models never import solvers themselves).
 """
 
-import exactq.solvers  # noqa: F401  (methods before models)
-from exactq.catalogue import import_all as _import_all
+from exactq.catalogue import import_all as _import_all, load_solvers as _load_solvers
 
+_load_solvers()
 _import_all(__name__, __path__)

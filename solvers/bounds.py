@@ -20,8 +20,8 @@ Examples
 A bracket of one M/M/1 QBD (arrival rate 1/2, service rate 1: E[N] = 1):
 
 >>> from exactq.representations import QBD, Bracket
->>> sol = solve_bracket(Bracket({"mm1": QBD([[0.5]], [[-1.5]], [[1.0]])}, parameter=1))
->>> round(sol["mm1"].mean_level(), 12), sol.nit >= 1
+>>> sol = solve_bracket(Bracket({"single": QBD([[0.5]], [[-1.5]], [[1.0]])}, parameter=1))
+>>> round(sol["single"].mean_level(), 12), sol.nit >= 1
 (1.0, True)
 """
 
@@ -66,8 +66,8 @@ def solve_bracket(bracket: Bracket, **options) -> BracketSolution:
     Two M/M/1 queues at loads 1/4 and 1/2 bracket every load in between (E[N] = r / (1 - r)):
 
     >>> from exactq.representations import QBD
-    >>> mm1 = lambda lam: QBD([[lam]], [[-(lam + 1.0)]], [[1.0]])
-    >>> sol = solve_bracket(Bracket({"low": mm1(0.25), "high": mm1(0.5)}, parameter=0))
+    >>> birth_death = lambda lam: QBD([[lam]], [[-(lam + 1.0)]], [[1.0]])
+    >>> sol = solve_bracket(Bracket({"low": birth_death(0.25), "high": birth_death(0.5)}, parameter=0))
     >>> round(sol["low"].mean_level(), 12), round(sol["high"].mean_level(), 12)
     (0.333333333333, 1.0)
     """

@@ -1270,8 +1270,8 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
         "ceiling_mass": ceiling_mass,
         "floor_cut_mass": floor_cut,
         "rounding_mass": noise_mass,
-        "mean_error_estimate": err,
-        "mean_by_level": means,
+        "first_moment_error": err,
+        "first_moment_by_level": means,
         "error_estimate_kind": "Richardson: the larger difference of the best extrapolant from its neighbours, plus "
                                "the masses at the artificial ceiling, below the bottom cut and under the rounding "
                                "floor of the density",

@@ -142,7 +142,7 @@ def test_kolmogorov_converges_at_second_order():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AccuracyWarning)  # tol=1e-15 is not meant to be met
             sol = solve_kolmogorov(rep, max_levels=4, tol=1e-15, points_per_decrease=8)
-        errors = np.abs(np.array(sol.info["mean_by_level"]) - exact)
+        errors = np.abs(np.array(sol.info["first_moment_by_level"]) - exact)
         ratios = errors[:-1] / errors[1:]
         assert np.all((ratios > 3.6) & (ratios < 4.4)), ratios
         assert abs(sol.mean() - exact) < 1e-3 * errors[-1]  # Richardson removes the h^2, h^4, ... terms
