@@ -16,14 +16,9 @@ from scipy.optimize import brentq
 from exactq.catalogue import solve_representation
 from exactq.errors import AccuracyWarning, ModelError, NotApplicableError, UnstableError
 from exactq.representations.pdmp import PDMP, CDFPair, PowerLaw, StabilityVerdict
-from exactq.solvers.pdmp import (
-    _phi,
-    compare_cdfs,
-    series_moment,
-    solve_kolmogorov,
-    solve_series,
-    stability,
-)
+from exactq.solvers.pdmp import compare_cdfs, stability
+from exactq.solvers.pdmp_kolmogorov import solve_kolmogorov
+from exactq.solvers.pdmp_series import _phi, series_moment, solve_series
 
 HS_A = (2 / 3) * 1e-3 * 38 ** (1 / 0.835)
 HS_ALPHA = 2 - 1 / 0.835
