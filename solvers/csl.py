@@ -394,6 +394,8 @@ class _Evaluator:
             err += float(sinfo["truncated_mass"])
             info.update(time_bound=upper, uniformisation_rate=sinfo["uniformisation_rate"],
                         fox_glynn=sinfo["fox_glynn"], matvecs=sinfo["matvecs"])
+            if "steady_state_detection" in sinfo:
+                info["steady_state_detection"] = sinfo["steady_state_detection"]
         if lower:
             y, tinfo = transient_values(self.Q, y * left, lower, absorbing=~left, eps=self.eps)
             err += float(tinfo["error_bound"])

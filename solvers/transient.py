@@ -389,7 +389,10 @@ def bounded_until(Q, left_mask, right_mask, t: float, *, eps: float = 1e-12) -> 
     ``probs = Σ_k w_k P'^k 1_right`` with ``P' = I + Q'/q`` and the Fox–Glynn
     weights ``w_k`` [FG88]_, one sparse product per term. Since ``P'^k 1_right``
     has entries in ``[0, 1]``, the truncation error of each entry is at most the
-    lost Poisson mass.
+    lost Poisson mass. For a time bound far beyond the chain's mixing (more than
+    :data:`STEADY_STATE_MIN_STEPS` products) the products stop once they are within
+    ``eps / 2`` of their limit, the unbounded-until probability, with that distance
+    added to ``truncated_mass`` (:func:`_monotone_steady_state`).
 
     Examples
     --------
@@ -419,13 +422,86 @@ def bounded_until(Q, left_mask, right_mask, t: float, *, eps: float = 1e-12) -> 
         info = dict(base, uniformisation_rate=q, fox_glynn=None, matvecs=0, truncated_mass=0.0,
                     seconds=time.perf_counter() - t0)
         return target, info
-    fg = fox_glynn(q * t, eps)
-    probs = _poisson_sum(lambda v: P @ v, target, fg)
+    rate_time = q * t
+    detected = None
+    if rate_time > STEADY_STATE_MIN_STEPS:
+        # a bound far beyond the chain's mixing: the products may reach their limit long before the
+        # Poisson window starts, and then the window's weights are not needed at all
+        early = _monotone_steady_state(A, left, right, P, target, None, eps, max_steps=int(rate_time / 2))
+        if early is not None:
+            probs, k, gap = early
+            before = math.exp(_log_tail_bound(rate_time, k))  # P(N <= k): the jumps that may not have happened
+            if gap + before <= eps:
+                np.clip(probs, 0.0, 1.0, out=probs)
+                probs[right] = 1.0
+                info = dict(base, uniformisation_rate=q, fox_glynn=None, matvecs=int(k), truncated_mass=gap + before,
+                            seconds=time.perf_counter() - t0,
+                            steady_state_detection={"steps": k, "gap_to_limit": gap, "poisson_mass_before": before,
+                                                    "rule": STEADY_RULE})
+                return probs, info
+    fg = fox_glynn(rate_time, eps)
+    if detected is None and fg.right > STEADY_STATE_MIN_STEPS:
+        detected = _monotone_steady_state(A, left, right, P, target, fg, eps)
+    if detected is not None:
+        probs, k, gap = detected
+        lost = float(fg.total_mass_lost) + gap
+        steady = {"steps": k, "gap_to_limit": gap, "rule": STEADY_RULE}
+    else:
+        probs = _poisson_sum(lambda v: P @ v, target, fg)
+        k, lost, steady = int(fg.right), float(fg.total_mass_lost), None
     np.clip(probs, 0.0, 1.0, out=probs)
     probs[right] = 1.0  # exact: right states are absorbing and satisfy the formula at time 0
-    info = dict(base, uniformisation_rate=q, fox_glynn=fg.summary(), matvecs=int(fg.right),
-                truncated_mass=float(fg.total_mass_lost), seconds=time.perf_counter() - t0)
+    info = dict(base, uniformisation_rate=q, fox_glynn=fg.summary(), matvecs=int(k),
+                truncated_mass=lost, seconds=time.perf_counter() - t0)
+    if steady is not None:
+        info["steady_state_detection"] = steady
     return probs, info
+
+
+#: time-bounded until tries steady-state detection when uniformisation needs more products than this
+STEADY_STATE_MIN_STEPS = 20_000
+STEADY_RULE = "P'^k 1_right increases to the unbounded-until probability; stopped within eps of it"
+
+
+def _monotone_steady_state(A, left, right, P, target, fg, eps, max_steps=None):
+    """Time-bounded until for a bound far beyond the chain's mixing: stop the products early, with a bound.
+
+    On the chain made absorbing in ``right`` and ``¬left ∧ ¬right``, ``v_k = P'^k 1_right``
+    (the probability of reaching ``right`` within ``k`` jumps) is nondecreasing in ``k``
+    (``v_1 >= v_0`` because the ``right`` rows are absorbing, and ``P' >= 0``) and tends
+    to the unbounded-until probability ``u``, which one sparse solve gives
+    (:func:`exactq.solvers.reachability.until_probability`). So once
+    ``max(u - v_k) <= eps / 2`` every later ``v_j`` lies in ``[v_k, u]``, and the
+    Poisson-weighted sum ``sum_j w_j v_j`` is within ``max(u - v_k)`` (times the weight
+    beyond ``k``) of the partial sum completed with ``v_k``: a bound, not a heuristic
+    stopping rule (compare the steady-state detection of PRISM and Storm, Malhotra,
+    Muppala & Trivedi 1994). Returns ``(probs, k, bound)``, or None when the products
+    reach ``fg.right`` first (the ordinary sum is then used). Without ``fg`` (the
+    weights not computed yet) it returns ``v_k`` itself, for a ``k`` below the
+    Poisson window, after at most ``max_steps`` products.
+    """
+    from .reachability import until_probability
+
+    u, uinfo = until_probability(A, left, right)
+    slack = float(uinfo.get("residual", 0.0)) + 4 * np.finfo(float).eps
+    v = target.copy()
+    acc = np.zeros_like(v)
+    weight_done = 0.0
+    last = fg.right if fg is not None else int(max_steps)
+    for k in range(last + 1):
+        if fg is not None and k >= fg.left:
+            w = fg.weights[k - fg.left]
+            acc += w * v
+            weight_done += w
+        if k % 64 == 0:
+            gap = float(np.max(u - v, initial=0.0)) + slack
+            if gap <= eps / 2:
+                if fg is None:
+                    return v, k, gap
+                rest = max(1.0 - weight_done, 0.0)
+                return acc + rest * v, k, gap * rest
+        v = P @ v
+    return None
 
 
 def transient_values(Q, values, t: float, *, absorbing=None, eps: float = 1e-12) -> tuple[np.ndarray, dict]:

@@ -213,3 +213,26 @@ def test_bounded_until_validation():
         bounded_until(Q, np.ones(4, bool), np.full(4, 0.5), 1.0)
     with pytest.raises(ModelError, match="time t"):
         bounded_until(Q, True, np.arange(4) == 3, -0.1)
+
+
+def test_huge_time_bounds_stop_at_the_unbounded_limit_with_a_bound():
+    """P(F<=t full) on M/M/2/5 for t = 1e12: about 1e12 products without steady-state detection."""
+    lam, mu, K = 2.0, 1.0, 5
+    rates_up = np.full(K, lam)
+    rates_down = mu * np.minimum(np.arange(1, K + 1), 2)
+    Q = sp.diags_array([rates_down, rates_up], offsets=[-1, 1], shape=(K + 1, K + 1)).tolil()
+    Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
+    target = np.arange(K + 1) == K
+    probs, info = bounded_until(Q.tocsr(), np.ones(K + 1, bool), target, 1e12)
+    assert info["matvecs"] < 10_000 and info["truncated_mass"] <= 1e-12
+    assert np.all(np.abs(probs - 1.0) <= info["truncated_mass"])  # the target is reached surely
+    d = info["steady_state_detection"]
+    assert d["gap_to_limit"] <= 5e-13 and d["poisson_mass_before"] == 0.0
+    # a restricted until that may fail: gambler's ruin from state 1, P(n > 0 U n = K) = (1 - r) / (1 - r^K)
+    left = np.arange(K + 1) > 0
+    p3, info3 = bounded_until(Q.tocsr(), left, target, 1e9)
+    down = mu * np.minimum(np.arange(1, K + 1), 2)
+    ratios = np.cumprod(down[:-1] / rates_up[1:])  # prod_{j<=i} mu_j / lambda_j for i = 1..K-1
+    exact = 1.0 / (1.0 + ratios.sum())
+    assert abs(p3[1] - exact) <= info3["truncated_mass"] + 1e-14 and 0 < exact < 1
+    assert "steady_state_detection" in info3
