@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from .catalogue import MethodSpec, certify_representation, check_method_for, solve_representation
-from .errors import AccuracyWarning, ModelError, NotApplicableError, SolverRefusal, TruncationError
+from .errors import AccuracyWarning, NotApplicableError, SolverRefusal, TruncationError
 from .result import Estimate, Result
 from .truncation import Evaluation, difference, geometric_steps, grow, norm, tail_factor
 
@@ -364,7 +364,7 @@ def _bracket(spec, model, measure, *, tol, truncation, verify, strict, options) 
     name = spec.setting("parameter")
     if truncation is not None:
         raise NotApplicableError(f"truncation does not apply to method {spec.name!r} (set {name} instead); "
-                         f"got {truncation!r}")
+                                 f"got {truncation!r}")
     options.pop("lump", None)
     build = getattr(model, spec.requires)
     evaluate = getattr(model, spec.setting("evaluate", f"{spec.requires}_measure"))

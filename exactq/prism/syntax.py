@@ -628,7 +628,6 @@ class _Parser:
         ops = []
         while self.at("{"):
             self.next()
-            t = self.peek()
             if not self.at("min", "max"):
                 raise self.error("'min' or 'max' in an old-style filter")
             ops.append(self.next().text)

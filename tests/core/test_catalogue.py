@@ -8,7 +8,7 @@ import pytest
 import exactq
 from exactq import catalogue
 from exactq.cli import main
-from exactq.errors import ModelError, NotApplicableError
+from exactq.errors import NotApplicableError
 
 
 def test_every_plugin_module_loads():

@@ -12,9 +12,7 @@ Independent checks:
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import subprocess
 import sys
 
@@ -23,7 +21,7 @@ import pytest
 
 import exactq
 from exactq.ctmc import Event, build_ctmc
-from exactq.errors import ModelError, NotApplicableError, TruncationError, UnstableError
+from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.models.speed_aware import (
     SpeedAware,
     SpeedAwareLimit,
@@ -117,7 +115,6 @@ def test_lumped_matches_independent_unlumped_chain_at_equal_truncation(policy):
     m = exactq.model("speed-aware", speeds=speeds, counts=counts, arrival_rate=lam, policy=policy)
     chain = m.ctmc(K)
     sol = solve_chain(chain)
-    pi = sol.pi
     assert m.ctmc_measure("mean_response_time", chain, sol) == pytest.approx(ref["mean_response_time"], rel=1e-11)
     per_class = [ref["per_server"][:2].mean(), ref["per_server"][2:].mean()]
     assert m.ctmc_measure("mean_queue_lengths", chain, sol) == pytest.approx(per_class, rel=1e-10)

@@ -9,7 +9,6 @@ import exactq
 from exactq.cli import main
 from exactq.errors import ConvergenceError, ModelError, NotApplicableError
 from exactq.catalogue import solve_representation
-from exactq.representations import QuarterPlaneWalk
 from exactq.solvers.compensation import symmetric_series
 from exactq.solvers.compensation_asym import AsymmetricSeries, _route1, asymmetric_series
 

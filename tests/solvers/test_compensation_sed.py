@@ -38,7 +38,6 @@ def test_phases_1_agrees_with_truncated_ctmc(rho):
     model = exactq.model("sed", arrival_rate=2 * rho, service_rates="1,1")
     chain = model.ctmc(model.truncation_start(1e-14))  # one chain solve for every measure
     sol = solve_chain(chain)
-    pi = sol.pi
     for measure in SED_MEASURES:
         comp = exactq.solve("sed", measure, method="compensation", arrival_rate=2 * rho, service_rates="1,1")
         ctmc = model.ctmc_measure(measure, chain, sol)
