@@ -12,7 +12,7 @@ Compared, each in a fresh subprocess so that the peak resident memory
     What ``exactq solve jsq ... --truncation K`` does, timed by phase: the chain the
     ``ctmc`` method picks (``JSQ.lumped_ctmc(K)``, exact symmetry lumping onto sorted
     queue lengths, (K+1)(K+2)/2 states, when the model offers it for the measure; else
-    ``JSQ.ctmc(K)``), then ``solve_chain`` (default method) and the model's measure.
+    ``JSQ.ctmc(K)``), then the registered CTMC solver (``solve_representation``) and the model's measure.
 ``exactq_full``
     The same on the full (K+1)^2-state chain (``JSQ.ctmc(K)``), the chain the peers solve.
 ``baseline``
@@ -30,6 +30,14 @@ Compared, each in a fresh subprocess so that the peak resident memory
 ``storm_sound``
     The same with ``stormpy.environments.default(model)``, i.e. what
     ``stormpy.model_checking`` uses when no environment is passed (sound mode).
+``storm_bisim``
+    What a Storm user does on a symmetric chain: strong bisimulation minimisation
+    (``transformations.perform_bisimulation``, preserving the property), then Eigen's
+    SparseLU on the quotient; the minimisation counts in the solve time. It is the
+    fair peer of exactq's automatic symmetry lumping.
+``storm_exact``
+    Storm's exact mode: the same chain over rationals (the float64 rates converted
+    exactly), solved in rational arithmetic; run only for K <= ``--exact-max-K``.
 
 Also measured: the K = 1500 exactq reference (agreement with K = 1000 to 1e-9), the
 command line ``exactq solve jsq arrival_rate=1.8 service_rates=1,1 --json`` (automatic
@@ -80,6 +88,8 @@ STORM_VARIANTS = {
     "storm_best": "Eigen SparseLU (--eqsolver eigen --eigen:method sparselu)",
     "storm_default": "Storm's default settings (topological solver over gmm++ GMRES, precision 1e-6)",
     "storm_sound": "stormpy's default environment (environments.default(model): sound mode)",
+    "storm_bisim": "strong bisimulation minimisation, then Eigen SparseLU on the quotient",
+    "storm_exact": "exact mode: rational arithmetic on the same chain (rates converted exactly)",
 }
 LABELS = {
     "exactq": "exactq (default path)",
@@ -88,6 +98,8 @@ LABELS = {
     "storm_best": "storm best (eigen sparselu)",
     "storm_default": "storm default",
     "storm_sound": "storm sound (stormpy default)",
+    "storm_bisim": "storm bisim + sparselu",
+    "storm_exact": "storm exact (rational)",
 }
 
 
@@ -109,6 +121,10 @@ class _Clock:
     def __init__(self):
         self.wall, self.cpu = time.perf_counter(), time.process_time()
 
+    def peek(self) -> float:
+        """Wall seconds since the last lap (without starting a new one)."""
+        return time.perf_counter() - self.wall
+
     def lap(self) -> tuple[float, float]:
         w, c = time.perf_counter(), time.process_time()
         out = (w - self.wall, c - self.cpu)
@@ -126,7 +142,7 @@ def worker_exactq(K: int, lump: bool = True) -> None:
     """exactq's own path: the chain ``solve_ctmc`` would solve (lumped by symmetry when the
     model offers an exact lumping for the measure, as it does for identical servers), or
     with ``lump=False`` the full (K+1)^2-state chain, the one the peers solve."""
-    from exactq.solvers.ctmc_method import solve_chain
+    from exactq.catalogue import solve_representation as solve_chain
 
     model = _jsq()
     lumped = bool(lump and callable(getattr(model, "lumped_ctmc", None)) and model.lumps("mean_number"))
@@ -138,7 +154,7 @@ def worker_exactq(K: int, lump: bool = True) -> None:
     build, build_cpu = clock.lap()
     st = solve_chain(chain)
     solve, solve_cpu = clock.lap()
-    value = measure_of("mean_number", chain, st.pi)
+    value = measure_of("mean_number", chain, st)
     measure, _ = clock.lap()
     mask = chain.boundary_mask()
     info = {k: v for k, v in st.info.items() if isinstance(v, (int, float, str, bool)) or v is None}
@@ -269,41 +285,72 @@ def worker_storm(variant: str, matrix: str) -> None:
     n = len(indptr) - 1
     clock = _Clock()
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    builder = datastructures.SparseMatrixBuilder[float](rows=n, columns=n, entries=len(data))
-    builder.add_next_values(rows.tolist(), indices.tolist(), data.tolist())
+    if variant == "storm_exact":
+        from fractions import Fraction
+
+        num = stormpy.Rational
+
+        def conv(x):
+            f = Fraction(float(x))  # the double's exact value
+            return stormpy.Rational(f.numerator) / stormpy.Rational(f.denominator)
+
+        builder = datastructures.SparseMatrixBuilder[num](rows=n, columns=n, entries=len(data))
+        for r, c, v in zip(rows.tolist(), indices.tolist(), data.tolist()):
+            builder.add_next_value(r, c, conv(v))
+        reward_vector = [conv(x) for x in reward.tolist()]
+    else:
+        num = float
+        builder = datastructures.SparseMatrixBuilder[float](rows=n, columns=n, entries=len(data))
+        builder.add_next_values(rows.tolist(), indices.tolist(), data.tolist())
+        reward_vector = reward.tolist()
     del rows
     rates = builder.build()
     labeling = models.StateLabeling(n)
     labeling.add_label("init")
     labeling.add_label_to_state("init", initial)
-    rewards = models.SparseRewardModel[float](optional_state_reward_vector=reward.tolist())
-    components = models.SparseModelComponents[float](
+    rewards = models.SparseRewardModel[num](optional_state_reward_vector=reward_vector)
+    components = models.SparseModelComponents[num](
         transition_matrix=rates, state_labeling=labeling, reward_models={"L": rewards}, rate_transitions=True)
-    ctmc = models.SparseCtmc[float](components)
+    ctmc = models.SparseCtmc[num](components)
     build, build_cpu = clock.lap()
-    if variant == "storm_best":
+    if variant in ("storm_best", "storm_bisim"):
         developer.set_from_exploded_string(["--eqsolver", "eigen", "--eigen:method", "sparselu"])
         env = developer.EnvironmentBuilder.build_environment()
     elif variant == "storm_default":
         env = developer.EnvironmentBuilder.build_environment()  # the settings' defaults, as the CLI
     elif variant == "storm_sound":
         env = stormpy.environments.default(ctmc)
+    elif variant == "storm_exact":
+        env = None  # a rational model is checked exactly
     else:
         raise SystemExit(f"unknown storm variant {variant!r}")
     prop = stormpy.parse_properties('R{"L"}=? [ LRA ]')[0]
     clock.lap()
-    result = stormpy.model_checking(ctmc, prop, only_initial_states=True, environment=env)
+    extra = {}
+    checked, state = ctmc, initial
+    if variant == "storm_bisim":
+        from stormpy import transformations
+
+        checked = transformations.perform_bisimulation(ctmc, [prop],
+                                                       bisimulation_type=transformations.BisimulationType.STRONG)
+        state = int(checked.initial_states[0])
+        extra = {"quotient_states": int(checked.nr_states), "minimise_seconds": clock.peek()}
+    if env is None:
+        result = stormpy.model_checking(checked, prop, only_initial_states=True)
+    else:
+        result = stormpy.model_checking(checked, prop, only_initial_states=True, environment=env)
     solve, solve_cpu = clock.lap()
     _emit({
-        "value": float(result.get_value(initial)),
+        **extra,
+        "value": float(result.get_value(state)),
         "n_states": int(ctmc.nr_states),
         "nr_transitions": int(ctmc.nr_transitions),
         "build_seconds": build,
         "solve_seconds": solve,
         "build_cpu_seconds": build_cpu,
         "solve_cpu_seconds": solve_cpu,
-        "equation_solver": str(env.solver().get_linear_equation_solver_type()),
-        "force_soundness": bool(env.solver().force_soundness),
+        "equation_solver": "exact (rational)" if env is None else str(env.solver().get_linear_equation_solver_type()),
+        "force_soundness": True if env is None else bool(env.solver().force_soundness),
         "settings": STORM_VARIANTS[variant],
         "property": 'R{"L"}=? [ LRA ]',
         "storm_version": stormpy.info.storm_version(),
@@ -649,6 +696,9 @@ def bench_config(K: int, repeat: int, opts, tmpdir: str, storm_ok: bool) -> dict
         if variant == "storm_sound" and opts.skip_storm_sound:
             cfg["peers"][variant] = {"status": "skipped", "reason": "--skip-storm-sound"}
             continue
+        if variant == "storm_exact" and K > opts.exact_max_K:
+            cfg["peers"][variant] = {"status": "skipped", "reason": f"exact mode only for K <= {opts.exact_max_K}"}
+            continue
         if matrix is None:
             cfg["peers"][variant] = {"status": "skipped", "reason": "matrix export failed"}
             continue
@@ -687,6 +737,13 @@ def targets(doc: dict) -> dict:
                     "note": "exactq without the symmetry lumping, on the 1,002,001-state chain Storm solves"}
         else:
             t["speedup_vs_storm_best_K1000"] = {"status": sb.get("status", "skipped")}
+        bi = c["peers"].get("storm_bisim", {})
+        if bi.get("status") == "ok":
+            sp_b = bi["median"]["total_seconds"] / e["total_seconds"]
+            t["speedup_vs_storm_bisim_K1000"] = {
+                "value": sp_b, "cpu_time_value": bi["median"]["total_cpu_seconds"] / e["total_cpu_seconds"],
+                "target": f">= {TARGET_SPEEDUP:g}", "met": sp_b >= TARGET_SPEEDUP,
+                "note": "Storm minimised by strong bisimulation first: the fair peer of exactq's lumping"}
         t["peak_memory_K1000"] = {"bytes": e["max_peak_rss_bytes"], "target": f"< {TARGET_PEAK_BYTES:g} bytes",
                                   "met": e["max_peak_rss_bytes"] < TARGET_PEAK_BYTES}
         ref = doc.get("reference", {})
@@ -777,6 +834,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cli-runs", type=int, default=5)
     ap.add_argument("--storm-timeout", type=float, default=900.0, help="seconds per Storm run (default 900)")
     ap.add_argument("--storm-sound-timeout", type=float, default=900.0)
+    ap.add_argument("--exact-max-K", type=int, default=30, help="largest K for Storm's exact mode (default 30: 15 s at K = 30, rational LU grows fast)")
     ap.add_argument("--baseline-timeout", type=float, default=900.0)
     ap.add_argument("--baseline-mem-gb", type=float, default=None,
                     help="address-space cap of the baseline worker (default: 75%% of the available memory)")
@@ -844,7 +902,7 @@ def main(argv=None) -> int:
         "timing_notes": ("build_seconds: exactq = model.lumped_ctmc(K) (or model.ctmc(K) when the model does not "
                          "lump; exactq_full = model.ctmc(K)); baseline = Python loop to CSR; Storm = hand-over "
                          "of the CSR rate matrix (exported by exactq, not timed) to SparseMatrixBuilder + SparseCtmc. "
-                         "solve_seconds: exactq = solve_chain (stationary); baseline = equation replacement + "
+                         "solve_seconds: exactq = solve_representation (the stationary CTMC solver); baseline = equation replacement + "
                          "spsolve; Storm = model_checking of R{\"L\"}=? [ LRA ]. peak_rss_bytes = ru_maxrss of "
                          "the worker process (includes the Python interpreter and imports). *_cpu_seconds = "
                          "time.process_time() of the same phases (all threads of the worker): less sensitive "
