@@ -16,8 +16,9 @@
     exactq plot results.csv --x NAME [--y value] [--hue NAME] [--logx] [--logy] --out fig.png|.pdf|.svg
 
 Lists are comma separated (``service_rates=1,2``). Every user error ends with one
-line on stderr (``exactq: error: ...``) and exit status 2; warnings are printed as
-``exactq: warning: ...`` and, with ``--json``, listed under ``"warnings"``.
+line on stderr (``exactq: error: ...``) and exit status 2; warnings are printed on
+stderr as ``exactq: warning: ...`` and, with ``--json``, also listed under
+``"warnings"`` (stdout carries only the JSON).
 """
 
 from __future__ import annotations
@@ -236,6 +237,8 @@ def _emit(args, model, result, caught) -> None:
         }
         payload.update(d)
         payload["warnings"] = warn_lines
+        for line in warn_lines:  # stderr too: a script reading stdout's JSON is unaffected
+            print(f"exactq: warning: {line}", file=sys.stderr)
         print(json.dumps(payload, default=str))
     else:
         for line in warn_lines:
@@ -399,16 +402,20 @@ def _cmd_check_prism(args) -> None:
         model = _load_file_model(args)
         model.built  # build once; its warnings (deadlocks) belong to every answer
     build_warnings = [str(w.message) for w in caught]
+    printed_build = False
     for text, source in texts:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             results = check_properties(model, text, strict=args.strict, source_name=source)
-        _emit_prism(args, model, results, build_warnings + [str(w.message) for w in caught])
+        _emit_prism(args, model, results, build_warnings + [str(w.message) for w in caught],
+                    printed=len(build_warnings) if printed_build else 0)
+        printed_build = True
         build_warnings = [] if not args.json else build_warnings
 
 
-def _emit_prism(args, model, results, warn_lines) -> None:
-    for line in ([] if args.json else warn_lines):
+def _emit_prism(args, model, results, warn_lines, printed=0) -> None:
+    """Warnings on stderr (the first ``printed`` were already), the results on stdout."""
+    for line in warn_lines[printed:]:
         print(f"exactq: warning: {line}", file=sys.stderr)
     for result in results:
         d = result.to_dict()
@@ -486,12 +493,12 @@ def _cmd_export(args) -> None:
             files = [write_mtx(chain, prefix if prefix.endswith(".mtx") else prefix + ".mtx")]
         else:
             files = write_explicit(chain, prefix, bool_vars=bool_vars, rewards=rewards)
+    for w in caught:
+        print(f"exactq: warning: {w.message}", file=sys.stderr)
     if args.json:
         print(json.dumps({"model": name, "format": args.format, "files": files, "n_states": int(chain.n_states),
                           "warnings": [str(w.message) for w in caught]}))
     else:
-        for w in caught:
-            print(f"exactq: warning: {w.message}", file=sys.stderr)
         for f in files:
             print(f)
 
