@@ -5,7 +5,9 @@
   ``serial`` (target: at least 1.8x faster on 2 cores), and bit-identical values;
 * millisecond points (the compensation series, ``jsq service_rates=1,1`` over
   arrival rates 0.2 to 1.9): ``processes`` must not be slower than ``serial``, for a
-  small sweep (no pool pays) and a large one (batches of hundreds of points).
+  small sweep (no pool pays) and a large one (batches of hundreds of points);
+* warm starts (``warm_start=True``) on the first sweep, serial: the time against cold
+  starts and the largest relative difference of the values (all within ``tol``).
 
 Each configuration runs in a fresh interpreter that loads the catalogue and then times
 the ``exactq.sweep`` call (``--out`` in a temporary folder); the wall time of the whole
@@ -32,15 +34,17 @@ exactq.model_names()  # the catalogue load, common to both backends, is not the 
 args = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 rows = exactq.sweep(args["model"], args["fixed"], args["over"], method=args["method"], backend=args["backend"],
-                    out=args["out"], force=True, as_frame=False)
+                    out=args["out"], force=True, as_frame=False, warm_start=args.get("warm", False))
 print(json.dumps({"seconds": time.perf_counter() - t0}))
 """
 
 
-def run(backend: str, model: str, fixed: dict, over: dict, method: str, folder: Path) -> tuple[float, float, list]:
+def run(backend: str, model: str, fixed: dict, over: dict, method: str, folder: Path,
+        warm: bool = False) -> tuple[float, float, list]:
     """(seconds of the sweep call, seconds of the whole process, rows), in a fresh interpreter."""
-    out = folder / f"{backend}-{abs(hash(json.dumps(over)))}.json"
-    spec = {"model": model, "fixed": fixed, "over": over, "method": method, "backend": backend, "out": str(out)}
+    out = folder / f"{backend}-{warm}-{abs(hash(json.dumps(over)))}.json"
+    spec = {"model": model, "fixed": fixed, "over": over, "method": method, "backend": backend, "out": str(out),
+            "warm": warm}
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(spec)], capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -59,6 +63,17 @@ def compare(name, model, fixed, over, method, folder):
             "all_ok": all(r["status"] == "ok" for r in rows_serial + rows_proc)}
 
 
+def compare_warm(name, model, fixed, over, method, folder):
+    """Serial sweeps with and without warm starts: the time, and the largest relative difference."""
+    t_cold, _, cold = run("serial", model, fixed, over, method, folder)
+    t_warm, _, warm = run("serial", model, fixed, over, method, folder, warm=True)
+    diff = max(abs(w["value"] - c["value"]) / abs(c["value"]) for c, w in zip(cold, warm))
+    return {"name": name, "points": len(cold), "cold_seconds": t_cold, "warm_seconds": t_warm,
+            "speedup": t_cold / t_warm, "max_relative_difference": diff,
+            "max_relative_error_estimate": max(r["error_estimate"] / abs(r["value"]) for r in warm),
+            "all_ok": all(r["status"] == "ok" for r in cold + warm)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=100)
@@ -72,12 +87,16 @@ def main(argv=None):
         for n in args.fast_points:
             results.append(compare(f"jsq 1,1 compensation, {n} points", "jsq", {"service_rates": "1,1"},
                                    {"arrival_rate": f"0.2:1.9:{n}"}, "auto", folder))
+        warm = compare_warm("jsq 1,2 ctmc, loads 0.5-0.95, serial, warm starts", "jsq", {"service_rates": "1,2"},
+                            {"arrival_rate": f"1.5:2.85:{args.points}"}, "ctmc", folder)
     report = {"benchmark": "sweep", "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-              "load_average_at_end": os.getloadavg(), "results": results}
+              "load_average_at_end": os.getloadavg(), "results": results, "warm_start": warm}
     for r in results:
         print(f"{r['name']}: serial {r['serial_seconds']:.2f} s, processes {r['processes_seconds']:.2f} s, "
               f"speedup {r['speedup']:.2f}x (whole processes {r['serial_process_wall']:.2f} s vs "
               f"{r['processes_process_wall']:.2f} s), bit-identical {r['bit_identical']}")
+    print(f"{warm['name']}: cold {warm['cold_seconds']:.2f} s, warm {warm['warm_seconds']:.2f} s, speedup "
+          f"{warm['speedup']:.2f}x, largest relative difference {warm['max_relative_difference']:.1e}")
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
     return 0

@@ -82,6 +82,7 @@ def solve(
     time_limit: float | None = None,
     certify: bool = False,
     progress: Callable[[dict], None] | None = None,
+    warm_start: int | None = None,
     **params: Any,
 ) -> Result:
     """Compute a performance measure of a model.
@@ -129,6 +130,11 @@ def solve(
         ``change``, ``elapsed``, ...) as it is solved, e.g.
         :class:`exactq.progress.TruncationLine`; methods without a truncation do not
         call it.
+    warm_start : int, optional
+        A first truncation level to try (a sweep passes its neighbour's last but one
+        level). A hint: ignored by methods without an integer-level truncation, and
+        never below the model's own first level; the stopping rule is unchanged, so
+        the answer is as accurate as without it.
 
     Returns
     -------
@@ -179,6 +185,8 @@ def solve(
             raise NotApplicableError(f"time_limit applies to the adaptive truncation of the ctmc, exact and qbd "
                                      f"methods; method {method_name!r} was chosen")
         extra["time_limit"] = float(time_limit)
+    if warm_start is not None and spec.driver == "adaptive" and truncation is None:
+        extra.setdefault("start_level", int(warm_start))
     if progress is not None and spec.driver == "adaptive" and not (
             callable(getattr(m, "delegate", None)) and m.delegate(method_name)):
         extra["progress"] = progress

@@ -12,7 +12,7 @@
     exactq reproduce NAME [--out DIR] [--full]
     exactq sweep MODEL key=value ... --over NAME=SPEC [--over ...] --out results.csv|.json|.parquet
                  [--measure M] [--method NAME] [--tol X] [--backend processes|serial|dask]
-                 [--scheduler tcp://HOST:PORT] [--workers N] [--force]
+                 [--scheduler tcp://HOST:PORT] [--workers N] [--force] [--warm-start]
     exactq plot results.csv --x NAME [--y value] [--hue NAME] [--logx] [--logy] --out fig.png|.pdf|.svg
 
 Lists are comma separated (``service_rates=1,2``). Every user error ends with one
@@ -116,6 +116,9 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="an existing Dask scheduler (backend dask; default: a LocalCluster)")
     w.add_argument("--workers", type=int, help="worker processes (default: every core)")
     w.add_argument("--force", action="store_true", help="recompute the points already in --out")
+    w.add_argument("--warm-start", action="store_true",
+                   help="start each adaptive truncation from the previous point's (faster; values then depend "
+                        "on the order of points, within tol)")
     w.add_argument("--truncation", type=int)
     w.add_argument("--time-limit", type=float, metavar="SECONDS", help="per point, as for solve")
     w.add_argument("--strict", action="store_true")
@@ -165,7 +168,7 @@ def _cmd_sweep(args) -> int:
     try:
         rows = sweep(args.model, _parse_kv(args.params), over, measure=args.measure, method=args.method,
                      tol=args.tol, backend=args.backend, scheduler=args.scheduler, workers=args.workers,
-                     out=args.out, force=args.force, progress=progress, as_frame=False,
+                     out=args.out, force=args.force, progress=progress, as_frame=False, warm_start=args.warm_start,
                      options={k: _option_value(v) for k, v in _parse_kv(args.option).items()}, **solve_options)
     finally:
         if bar is not None:

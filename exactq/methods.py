@@ -14,7 +14,7 @@ the representation's type and structure) and pass the solution to the model's
     An infinite model truncated at growing levels by the one truncation driver,
     :func:`exactq.truncation.grow`: ``model.<factory>(level)``, or
     ``model.<factory>(level, previous)`` when the model chooses its own sets
-    (the option ``start_level`` replaces the model's first level: a warm start;
+    (the option ``start_level`` raises the model's first level: a warm start;
     settings: ``start``, ``size``, ``growth``, ``previous``, ``lumpable``,
     ``label``, ``verify``; ``set_options``: method options that fix a kept set the
     model describes itself, passed to the factory as keywords, one solve). A finite
@@ -259,8 +259,8 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
                        max_states=max_states, unit=spec.setting("unit", "states"), strict=strict)
         else:
             start = None if uses_previous else int(getattr(model, spec.setting("start", "truncation_start"))(tol))
-            if start is not None and start_level is not None:  # a warm start, e.g. from a sweep's last point
-                start = max(int(start_level), 1)
+            if start is not None and start_level is not None:  # a warm start, e.g. from a sweep's neighbour
+                start = max(int(start_level), start)
             growth = spec.setting("growth")
             step = geometric_steps(growth, growth, 1) if growth else None
             out = grow(build, solve, evaluate, tol=tol, start=start, next_level=step, size=size,

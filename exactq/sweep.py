@@ -362,6 +362,7 @@ def run_point(task: dict) -> dict:
     """
     from .api import solve
 
+    warm_key = _warm_key(task) if task.get("warm") else None
     row: dict = dict(task["params"])
     row.update(measure=task["measure"], method=task["method"], tol=task["tol"], value=None, lower=None, upper=None,
                error_estimate=None, n_states=None, truncation=None, seconds=None, method_used=None)
@@ -370,7 +371,8 @@ def run_point(task: dict) -> dict:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             res = solve(task["model"], task["measure"], method=task["method"], tol=task["tol"],
-                        options=task.get("options") or None, **(task.get("solve") or {}), **task["params"])
+                        options=task.get("options") or None, warm_start=_WARM.get(warm_key),
+                        **(task.get("solve") or {}), **task["params"])
     except ExactqError as exc:
         row.update(seconds=time.perf_counter() - t0, status="error", message=_one_line(str(exc)) or type(exc).__name__)
         return row
@@ -379,12 +381,26 @@ def run_point(task: dict) -> dict:
                    message=f"internal error: {type(exc).__name__}: {_one_line(str(exc))}")
         return row
     trunc = res.info.get("truncation") if isinstance(res.info, dict) else None
+    if warm_key is not None and isinstance(trunc, dict):
+        levels = [h.get("level") for h in trunc.get("history") or []]
+        if len(levels) >= 2 and isinstance(levels[-2], int):
+            _WARM[warm_key] = levels[-2]  # the level whose change to the last one met tol
     row.update(value=_plain(res.value), lower=_plain(res.lower), upper=_plain(res.upper),
                error_estimate=_plain(res.error_estimate), n_states=res.n_states,
                truncation=trunc.get("level") if isinstance(trunc, dict) else None,
                seconds=res.seconds or time.perf_counter() - t0, method_used=res.method, status="ok",
                message="; ".join(f"warning: {_one_line(str(w.message))}" for w in caught) or None)
     return row
+
+
+#: per process: the warm-start level of each study (:func:`_warm_key`), from its last point
+_WARM: dict = {}
+
+
+def _warm_key(task: dict) -> tuple:
+    """The points whose truncations may warm-start each other: same model, measure, method and settings."""
+    return (task["model"], task["measure"], task["method"], task["tol"],
+            repr(sorted((task.get("options") or {}).items())), repr(sorted((task.get("solve") or {}).items())))
 
 
 def run_batch(tasks: list[dict]) -> tuple[list[dict], float]:
@@ -682,6 +698,7 @@ def sweep(
     options: dict | None = None,
     progress: Callable[[dict], None] | None = None,
     as_frame: bool | None = None,
+    warm_start: bool = False,
     **solve_options: Any,
 ):
     """Solve a model over a grid of parameters and return the tidy table (module docstring).
@@ -720,6 +737,14 @@ def sweep(
     as_frame : bool, optional
         Return a pandas ``DataFrame`` (the default when pandas is installed) or a list
         of dicts (``False``).
+    warm_start : bool
+        Start each adaptive truncation at the last but one level of the previous point
+        solved in the same process (:func:`run_point`). The stopping rule is unchanged,
+        so every value meets ``tol``, but it then depends (within ``tol``) on the order
+        in which the points were solved: off by default, so that every backend gives
+        bit-identical rows. Measured on 100 points of ``jsq service_rates=1,2
+        --method ctmc`` over increasing loads: 1.27-1.42x faster, values within 5e-11
+        of the cold ones (``bench/sweep.py``).
     **solve_options
         Other keywords of :func:`exactq.solve` for every point (``time_limit``,
         ``strict``, ``truncation``, ``certify``, ``verify``, ``lump``).
@@ -765,6 +790,9 @@ def sweep(
     if workers is not None and (int(workers) != workers or workers < 1):
         raise ModelError(f"workers must be an integer >= 1; got {workers!r}")
     tasks = study.points()
+    if warm_start:
+        for t in tasks:
+            t["warm"] = True
     study.precheck(tasks)
     done: dict = {}
     foreign: list[dict] = []

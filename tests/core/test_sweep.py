@@ -392,3 +392,30 @@ def test_a_sweep_leaves_no_worker_behind(monkeypatch):
     import multiprocessing
 
     assert multiprocessing.active_children() == [] and [r["status"] for r in rows] == ["ok"] * 3
+
+
+def test_warm_start_meets_tol_and_skips_the_small_levels():
+    """Each point starts at its neighbour's last but one level: fewer levels, the same answer within tol."""
+    import importlib
+
+    importlib.import_module("exactq.sweep")._WARM.clear()
+    kw = dict(model="jsq", fixed={"service_rates": "1,2"}, over={"arrival_rate": "2.0:2.6:4"},
+              measure="mean_number", method="ctmc", tol=1e-9, backend="serial", as_frame=False)
+    cold = exactq.sweep(**kw)
+    warm = exactq.sweep(**kw, warm_start=True)
+    assert [r["status"] for r in warm] == ["ok"] * 4
+    for c, w in zip(cold, warm):
+        assert abs(w["value"] - c["value"]) <= 1e-8 * c["value"]
+        assert w["error_estimate"] <= 1e-9 * w["value"]
+    # the first point is cold in both; later ones start higher, so they need no more states to stop
+    assert warm[0]["truncation"] == cold[0]["truncation"]
+    assert all(w["truncation"] >= c["truncation"] for c, w in zip(cold[1:], warm[1:]))
+
+
+def test_warm_start_hint_is_ignored_without_a_truncation():
+    r = exactq.solve("mm1", "mean_number", method="closed-form", arrival_rate=0.5, warm_start=40)
+    assert r.value == pytest.approx(1.0, abs=1e-12)
+    a = exactq.solve("mm1", "mean_number", method="ctmc", arrival_rate=0.5)
+    b = exactq.solve("mm1", "mean_number", method="ctmc", arrival_rate=0.5, warm_start=1)  # below the model's start
+    assert a.value == b.value and a.info["truncation"]["history"][0]["level"] == \
+        b.info["truncation"]["history"][0]["level"]
