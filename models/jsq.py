@@ -18,7 +18,10 @@ The model describes itself through
   and threshold-blocking systems, two QBDs (:func:`threshold_qbd`) whose measures
   bound this model's (Adan, van Houtum & van der Wal 1994);
 * ``asymptotic(measure, context)``: two identical servers with a finite capacity: the
-  large-capacity approximations of :mod:`exactq.models.jsq_asymptotic`.
+  large-capacity approximations of :mod:`exactq.models.jsq_asymptotic`;
+* ``qbd()``: with ``threshold_system=jockeying`` or ``blocking`` the model *is* that
+  threshold system (two identical servers, threshold ``T``), a level-independent QBD
+  solved exactly by ``--method qbd`` (the systems the bounds method brackets JSQ by).
 
 References
 ----------
@@ -315,8 +318,12 @@ class JSQ(Model):
               choices=("random", "fastest")),
         Param("capacity", "int_or_inf", "maximum jobs per queue (arrivals finding all full are lost)",
               default=math.inf, low=1),
-        Param("threshold", "int", "threshold T of --method bounds (default: grown until the width is < tol)",
-              default=None, low=1),
+        Param("threshold", "int", "threshold T of --method bounds (default: grown until the width is < tol) "
+              "and of threshold_system", default=None, low=1),
+        Param("threshold_system", "choice", "none: JSQ itself; jockeying or blocking: the threshold system of "
+              "Adan, van Houtum & van der Wal (1994) with threshold T, solved exactly by --method qbd (needs "
+              "threshold, two equal service_rates and no capacity)", default="none",
+              choices=("none",) + SYSTEMS),
     )
     measures = {
         "mean_number": "E[L], mean total number in system",
@@ -329,7 +336,7 @@ class JSQ(Model):
         "queue_length_distributions": "P(Q_i = k) for each queue i (list of lists): k = 0..capacity (ctmc, "
                                       "asymptotic), or up to where the rest is below tol (compensation)",
     }
-    methods = ("ctmc", "compensation", "bounds", "asymptotic")
+    methods = ("ctmc", "compensation", "bounds", "asymptotic", "qbd")
     default_measure = "mean_number"
 
     arrival_rate: float
@@ -337,8 +344,14 @@ class JSQ(Model):
     ties: str = "random"
     capacity: float = math.inf
     threshold: int | None = None
+    threshold_system: str = "none"
+
+    #: the threshold system's QBD is the whole infinite chain: the qbd method solves it once
+    qbd_truncated = False
 
     def check(self):
+        if self.threshold_system != "none":
+            self._check_threshold_system()
         if self.is_infinite:
             total = float(sum(self.service_rates))
             unstable = self.arrival_rate >= total if math.isfinite(total) else self.load >= 1
@@ -359,7 +372,9 @@ class JSQ(Model):
     AUTO_COMPENSATION_MAX_RATIO = 100.0
 
     def auto_method(self) -> str:
-        """Compensation for two servers without capacity (exact series), else the CTMC."""
+        """Compensation for two servers without capacity (exact series), else the CTMC; a threshold system: its QBD."""
+        if self.threshold_system != "none":
+            return "qbd"
         if self._two_server_walk():
             r = self.service_rates
             if max(r) / min(r) <= self.AUTO_COMPENSATION_MAX_RATIO:
@@ -368,6 +383,65 @@ class JSQ(Model):
 
     def _two_server_walk(self) -> bool:
         return self.is_infinite and len(self.service_rates) == 2 and self.threshold is None
+
+    # -- a threshold system as the model (method qbd) ------------------------------------
+    def _check_threshold_system(self) -> None:
+        system, T = self.threshold_system, self.threshold
+        if T is None:
+            raise ModelError(f"threshold_system={system} needs threshold=T (an integer >= 1); got none")
+        rates = tuple(self.service_rates)
+        if len(rates) != 2 or abs(rates[0] - rates[1]) > 1e-12 * max(rates):
+            raise ModelError(f"threshold_system={system} needs two equal service_rates; got "
+                             f"{','.join(f'{r:g}' for r in rates)}")
+        if not self.is_infinite:
+            raise ModelError(f"threshold_system={system} needs an infinite capacity; got capacity={self.capacity:g}")
+        lam, mu = self.arrival_rate, float(rates[0])
+        if system == "blocking" and lam < 2 * mu and blocking_drift(lam, mu, T) >= -1e-12 * lam:
+            raise UnstableError(
+                f"threshold blocking with threshold={T} is unstable at arrival_rate {lam:.12g} (service rate "
+                f"{mu:g} per server; level drift {blocking_drift(lam, mu, T):.6g} >= 0): use threshold >= "
+                f"{min_stable_threshold(lam, mu)}")
+
+    def _plain_jsq(self, method: str) -> None:
+        """Refuse ``method`` for a threshold system (only its QBD describes it)."""
+        if self.threshold_system != "none":
+            raise NotApplicableError(f"method {method} solves JSQ itself; threshold_system={self.threshold_system} "
+                                     f"is solved by method qbd")
+
+    def qbd(self, width=None) -> QBD:
+        """The threshold system as a QBD (:func:`threshold_qbd`): level = shorter queue, phase = difference.
+
+        Examples
+        --------
+        At ``T = 1`` threshold jockeying keeps the queues within one job: it is M/M/2,
+        ``E[L] = 2 rho / (1 - rho^2)``:
+
+        >>> import exactq
+        >>> r = exactq.solve("jsq", method="qbd", arrival_rate=1.0, service_rates="1,1", threshold=1,
+        ...                  threshold_system="jockeying")
+        >>> bool(abs(r.value - 1.0 / 0.75) < 1e-12), r.method
+        (True, 'qbd')
+        """
+        if self.threshold_system == "none":
+            raise NotApplicableError("method qbd solves the threshold systems: pass threshold_system=jockeying or "
+                                     "blocking with threshold=T (JSQ itself has no level-independent QBD; use "
+                                     "compensation, ctmc or bounds)")
+        if width is not None:
+            raise NotApplicableError(f"threshold_system={self.threshold_system} is an exact QBD: it takes no "
+                                     f"truncation; got {width}")
+        return threshold_qbd(self.arrival_rate, float(self.service_rates[0]), int(self.threshold),
+                             self.threshold_system)
+
+    def qbd_measure(self, measure, qbd, sol) -> Estimate:
+        """A measure of the solved threshold system, with its rounding-error estimate."""
+        if measure not in BOUNDED_MEASURES:
+            raise NotApplicableError(f"measure {measure!r} is not available for a threshold system; valid: "
+                                     f"{', '.join(BOUNDED_MEASURES)}")
+        value, err = threshold_measure(sol, self.threshold_system, int(self.threshold), measure,
+                                       self.arrival_rate)
+        return Estimate(value, error=err, info={"threshold_system": self.threshold_system,
+                                                "threshold": int(self.threshold),
+                                                "spectral_radius": sol.spectral_radius, "residual": sol.residual})
 
     # -- quarter-plane walk (compensation approach) ------------------------------------
     @property
@@ -398,6 +472,7 @@ class JSQ(Model):
         >>> w.out_rate("upper"), dict(w.origin)
         (5.4, {(1, 0): 1.2, (0, 1): 1.2})
         """
+        self._plain_jsq("compensation")
         if not self._two_server_walk():
             raise NotApplicableError(
                 "compensation needs exactly two servers, infinite capacity and no threshold; got "
@@ -503,6 +578,7 @@ class JSQ(Model):
         >>> b.parameter, sorted(b.systems), b.systems["blocking"].n_phases   # T = 2: phases d = 0, 1, 2
         (2, ['blocking', 'jockeying'], 3)
         """
+        self._plain_jsq("bounds")
         mu = self._bounded_pair(measure)
         lam = self.arrival_rate
         if threshold is None:
@@ -571,6 +647,7 @@ class JSQ(Model):
         >>> round(r.value, 12), r.error_estimate
         (0.025, None)
         """
+        self._plain_jsq("asymptotic")
         r = self.service_rates
         if self.is_infinite or len(r) != 2 or r[0] != r[1] or self.ties != "random":
             raise NotApplicableError(
@@ -637,6 +714,7 @@ class JSQ(Model):
 
     # -- CTMC ------------------------------------------------------------------
     def truncation_start(self, tol: float) -> int:
+        self._plain_jsq("ctmc")
         return int(math.ceil(math.log(tol) / math.log(self.load) / self.n_servers)) + 10
 
     def ctmc_size(self, truncation) -> int:
@@ -644,6 +722,7 @@ class JSQ(Model):
         return (K + 1) ** self.n_servers
 
     def ctmc(self, truncation=None):
+        self._plain_jsq("ctmc")
         n = self.n_servers
         if self.is_infinite:
             if truncation is None:
@@ -685,6 +764,7 @@ class JSQ(Model):
         which keeps the vector sorted; a departure at position i is followed by a sort.
         About K^n / n! states instead of (K+1)^n.
         """
+        self._plain_jsq("ctmc")
         n = self.n_servers
         K = int(truncation) if self.is_infinite else int(self.capacity)
         lam, mu = self._event_rates()

@@ -84,7 +84,7 @@ def test_solve_json_contract(capsys):
         assert key in d, key
     assert d["model"] == "jsq"
     assert d["params"] == {"arrival_rate": 1.8, "service_rates": [1.0, 1.0], "ties": "random", "capacity": "inf",
-                           "threshold": None}
+                           "threshold": None, "threshold_system": "none"}
     assert d["measure"] == "mean_number"
     assert d["value"] == pytest.approx(9.85484308, abs=1e-8)
     assert d["lower"] is None and d["upper"] is None

@@ -356,7 +356,8 @@ def test_stability_is_checked_at_construction_and_names_the_rule():
 def test_model_params_are_canonical():
     m = exactq.model("jsq", arrival_rate="1.5", service_rates="1,2", capacity="inf", ties="FASTEST")
     assert m.params() == {"arrival_rate": 1.5, "service_rates": (1.0, 2.0), "ties": "fastest",
-                          "capacity": math.inf, "threshold": None}
+                          "capacity": math.inf, "threshold": None,
+                          "threshold_system": "none"}
     assert exactq.model("mmc", arrival_rate=1, servers="2").params() == {
         "arrival_rate": 1.0, "servers": 2, "service_rate": 1.0}
 

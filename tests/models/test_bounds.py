@@ -321,3 +321,65 @@ def test_through_the_public_api():
     r = exactq.solve("jsq", "mean_waiting_time", method="bounds", arrival_rate=1.8,
                      service_rates="1,1", threshold=6)
     assert r.lower <= 4.47491282 <= r.upper
+
+
+# ------------------------------------------------------- the threshold systems as models
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_threshold_system_as_a_model_matches_its_queue_coordinate_chain(system):
+    """``jsq threshold_system=... --method qbd`` against the independent (q1, q2) chain."""
+    lam, mu, T = 1.1, 1.0, 3
+    chain = _pair_ctmc(lam, mu, T, system, K=70)
+    pi = solve_chain(chain).pi
+    total = chain.states.sum(1)
+    kw = dict(arrival_rate=lam, service_rates=f"{mu},{mu}", threshold=T, threshold_system=system)
+    r = exactq.solve("jsq", "mean_number", **kw)  # auto picks the QBD
+    assert r.method == "qbd" and r.error_estimate < 1e-9
+    assert r.value == pytest.approx(float(pi @ total), rel=1e-10)
+    assert exactq.solve("jsq", "prob_empty", method="qbd", **kw).value == \
+        pytest.approx(float(pi[total == 0].sum()), rel=1e-10)
+    T_ = exactq.solve("jsq", "mean_response_time", method="qbd", **kw).value
+    assert T_ == pytest.approx(r.value / lam, rel=1e-13)  # Little: no arrival is lost
+
+
+def test_threshold_systems_bracket_jsq_and_match_the_bounds_method():
+    kw = dict(arrival_rate=1.8, service_rates="1,1", threshold=6)
+    lo = exactq.solve("jsq", method="qbd", threshold_system="jockeying", **kw)
+    up = exactq.solve("jsq", method="qbd", threshold_system="blocking", **kw)
+    b = exactq.solve("jsq", method="bounds", **kw)
+    assert b.lower <= lo.value <= 9.85484308 <= up.value <= b.upper
+    assert lo.value - b.lower < 1e-9 and b.upper - up.value < 1e-9
+
+
+def test_threshold_system_refusals_are_one_line():
+    base = dict(arrival_rate=1.8, service_rates="1,1")
+    with pytest.raises(exactq.ModelError, match="needs threshold=T"):
+        exactq.model("jsq", threshold_system="blocking", **base)
+    with pytest.raises(exactq.ModelError, match="two equal service_rates; got 1,2"):
+        exactq.model("jsq", arrival_rate=1.8, service_rates="1,2", threshold=3, threshold_system="jockeying")
+    with pytest.raises(exactq.ModelError, match="infinite capacity"):
+        exactq.model("jsq", threshold=3, threshold_system="jockeying", capacity=10, **base)
+    with pytest.raises(UnstableError, match="threshold=1 is unstable .*use threshold >= 2"):
+        exactq.model("jsq", threshold=1, threshold_system="blocking", **base)
+    with pytest.raises(NotApplicableError, match="solved by method qbd"):
+        exactq.solve("jsq", method="ctmc", threshold=3, threshold_system="jockeying", **base)
+    with pytest.raises(NotApplicableError, match="solved by method qbd"):
+        exactq.solve("jsq", method="compensation", threshold=3, threshold_system="jockeying", **base)
+    with pytest.raises(NotApplicableError, match="threshold_system=jockeying or blocking"):
+        exactq.solve("jsq", method="qbd", **base)
+    with pytest.raises(NotApplicableError, match="not available for a threshold system"):
+        exactq.solve("jsq", "p_wait", method="qbd", threshold=3, threshold_system="jockeying", **base)
+
+
+def test_threshold_system_on_the_command_line(capsys):
+    from exactq.cli import main
+
+    code = main(["solve", "jsq", "arrival_rate=1.8", "service_rates=1,1", "threshold=1",
+                 "threshold_system=jockeying", "--json"])
+    out, err = capsys.readouterr()
+    import json
+
+    d = json.loads(out)
+    assert code == 0 and d["method"] == "qbd" and d["value"] == pytest.approx(1.8 / 0.19, rel=1e-12)  # M/M/2
+    code = main(["solve", "jsq", "arrival_rate=1.8", "service_rates=1,1", "threshold_system=blocking"])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.strip().count("\n") == 0 and "needs threshold=T" in err
