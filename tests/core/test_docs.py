@@ -59,8 +59,7 @@ def run_console(text: str, where: str):
 def test_every_example_of_the_page_runs(name, tmp_path, monkeypatch):
     page = (DOCS / name).read_text()
     found = blocks(page)
-    if name != "tutorials/coming.md":  # the list of families still being written
-        assert any(kind in ("pycon", "console") for kind, _, _ in found), f"{name} has no executed example"
+    assert any(kind in ("pycon", "console") for kind, _, _ in found), f"{name} has no executed example"
     monkeypatch.chdir(tmp_path)
     parser = doctest.DocTestParser()
     runner = doctest.DocTestRunner(optionflags=FLAGS)
