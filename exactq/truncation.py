@@ -314,6 +314,11 @@ def grow(
         if n is not None and n > max_states:
             del rep
             return out_of_budget("max_states", f"the next truncation has {n} {unit}, above the limit of {max_states}")
+        if n is not None and (level is None or size is None):  # sets chosen by the model: predict once built
+            why = _predicted_overrun(history, n, t0, time_limit, base_memory)
+            if why is not None:
+                del rep
+                return out_of_budget(*why)
         ts = time.perf_counter()
         sol = solve(rep, previous)
         solve_seconds = time.perf_counter() - ts
