@@ -18,7 +18,9 @@ independent methods:
     (the M-matrix bound behind ``||A^-1||_inf <= ||v||_inf / min(A v)``; Varah 1975,
     Rump's verification methods, Acta Numerica 2010, sec. 10.2). ``v`` is a float
     solution of ``A v = 1`` with the same sparse LU, so the certificate costs one
-    factorisation more than the float solve. The residuals ``A y`` are computed in
+    factorisation more than the float solve; for chains the float solve handed to the
+    level-aggregation solver (too large for a sparse LU) the approximate solves are
+    that solver's preconditioned BiCGSTAB instead. The residuals ``A y`` are computed in
     float64 and bounded rigorously by the standard model of floating-point arithmetic
     (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1 and
     eq. (3.4)): the computed sum of ``k`` products is within ``gamma_k`` times the sum
@@ -201,19 +203,27 @@ def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
     ref = int(np.argmax(pi))
     M, q, c, keep, row_terms, exit_rate = _system(Q, ref)
     qerr = _gamma(int(row_terms.max(initial=1))) * q  # the float exit rates are sums of the row's rates
-    A = (sp.diags(q) - M).tocsc()
-    try:
-        lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
-    except RuntimeError as exc:
-        raise ConvergenceError(f"certify: the reduced balance system is singular ({exc}); is the chain "
-                               "irreducible?") from None
+    levels = getattr(chain, "levels", None)
+    if levels is not None and getattr(solution, "method", None) == "level-aggregation":
+        # the chain was too large for a sparse LU: approximate solves by the level solver's preconditioned
+        # BiCGSTAB instead (nothing below relies on them being exact: every residual is bounded afresh)
+        solve, how = _level_solver(Q, np.asarray(levels), ref, keep, pi), {"solves": "level-aggregation BiCGSTAB"}
+        refine = False
+    else:
+        A = (sp.diags(q) - M).tocsc()
+        try:
+            lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+        except RuntimeError as exc:
+            raise ConvergenceError(f"certify: the reduced balance system is singular ({exc}); is the chain "
+                                   "irreducible?") from None
+        solve, how, refine = lu.solve, {"lu_nnz": int(lu.nnz)}, True
     x = pi[keep] / pi[ref]
-    # one step of iterative refinement with the same factors tightens the residual
-    r, _ = _apply_bounds(M, q, x, row_terms, qerr)
-    x = x + lu.solve(c - r)
+    if refine:  # one step of iterative refinement with the same factors tightens the residual
+        r, _ = _apply_bounds(M, q, x, row_terms, qerr)
+        x = x + solve(c - r)
     Ax, err_x = _apply_bounds(M, q, x, row_terms, qerr)
     rbar = _up(np.abs(c - Ax) + err_x + U * np.abs(c - Ax))  # |c - A x| <= rbar, componentwise
-    v = lu.solve(np.ones(n - 1))
+    v = solve(np.ones(n - 1))
     Av, err_v = _apply_bounds(M, q, v, row_terms, qerr)
     gamma = float(np.min(Av - err_v))
     if not (np.all(v > 0) and gamma > 0):
@@ -221,7 +231,7 @@ def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
                                "ill-conditioned for the float64 M-matrix bound")
     # |x - x_hat| <= A^-1 rbar; with w ~ A^-1 rbar from the same factors, A^-1 rbar = w + A^-1 (rbar - A w)
     # <= w+ + (||(rbar - A w)+||_inf / gamma) v, since A^-1 >= 0 and A^-1 1 <= v / gamma
-    w = lu.solve(rbar)
+    w = solve(rbar)
     Aw, err_w = _apply_bounds(M, q, w, row_terms, qerr)
     excess = _up(float(np.max(np.maximum(rbar - Aw + err_w, 0.0), initial=0.0)))
     radius = _up(np.maximum(w, 0.0) + _up(excess / gamma * _up(v)))
@@ -232,8 +242,37 @@ def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
     rad = np.zeros(n)
     rad[keep] = radius
     info = {"reference_state": ref, "residual_bound": res, "min_Av": gamma, "norm_inv_bound": float(v.max()) / gamma,
-            "lu_nnz": int(lu.nnz)}
+            **how}
     return StationaryEnclosure(x_hat, rad, ref, "a-posteriori", time.perf_counter() - t0, info)
+
+
+def _level_solver(Q: sp.csr_matrix, levels: np.ndarray, ref: int, keep: np.ndarray, pi: np.ndarray):
+    """``b -> y ~ A^-1 b`` for the reduced system ``A`` of :func:`_system`, by the level solver's BiCGSTAB.
+
+    The level system (:class:`~exactq.solvers.level_aggregation._LevelSystem`) is ``B x
+    = A_off x - d x`` on every state, with the reference row replaced by ``-x_ref``; for
+    ``x = (y, x_ref = 0)`` its other rows are ``-(A y)``, so ``B x = -(b, 0)`` gives ``y``.
+    The aggregation weights are ``pi``. The solves need not be exact: the certificate
+    bounds every residual rigorously.
+    """
+    from .level_aggregation import _LevelSystem
+
+    system = _LevelSystem(Q, levels, ref)
+    system.set_weights(pi)
+    n = Q.shape[0]
+    op = spla.LinearOperator((n, n), matvec=system.matvec)
+    pre = spla.LinearOperator((n, n), matvec=system.precondition)
+
+    def solve(b: np.ndarray) -> np.ndarray:
+        scale = float(np.abs(b).max(initial=0.0))
+        if scale == 0.0:
+            return np.zeros(len(keep))
+        rhs = np.zeros(n)
+        rhs[keep] = -np.asarray(b, dtype=float) / scale
+        x, _ = spla.bicgstab(op, rhs, M=pre, rtol=1e-10, maxiter=400)
+        return x[keep] * scale
+
+    return solve
 
 
 def enclose_stationary_arb(chain: CTMC, *, prec: int = 128) -> StationaryEnclosure:

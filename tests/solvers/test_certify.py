@@ -112,3 +112,37 @@ def test_certify_jsq_truncated_chain_and_what_it_covers():
                      arrival_rate=1.5, service_rates="1,2")
     with pytest.raises(NotApplicableError, match="certify applies"):
         exactq.solve("jsq", method="compensation", certify=True, arrival_rate=1.5, service_rates="1,1")
+
+
+# -- chains too large for a sparse LU: the level solver's iterations ----------------------------
+def test_level_aggregation_certificate_contains_the_direct_solution():
+    """A power-of-d level chain (declared levels): the certificate's solves are iterative, its bound is not."""
+    from exactq.solvers.stationary import solve_stationary
+
+    m = exactq.model("power-of-d", servers=4, d=2, arrival_rate=0.8)
+    chain = m.level_chain(cost_bound=9.0)
+    it = solve_stationary(chain)
+    assert it.method == "level-aggregation"
+    e = enclose_stationary(chain, it)
+    assert e.info["solves"] == "level-aggregation BiCGSTAB" and "lu_nnz" not in e.info
+    direct = solve_stationary(chain, solver="direct")  # an independent solve of the same chain
+    L = chain.states.sum(axis=1).astype(float)
+    lo, hi = e.expectation(L)
+    assert lo <= float(direct.pi @ L) <= hi and lo <= float(it.pi @ L) <= hi
+    assert (hi - lo) / lo < 1e-9
+    for i in (int(np.argmax(direct.pi)), int(np.argmin(direct.pi)), len(L) // 2):  # single states too
+        lo, hi = e.expectation((np.arange(len(L)) == i).astype(float))
+        assert lo <= direct.pi[i] <= hi
+
+
+def test_certify_the_exact_method_of_power_of_d():
+    r = exactq.solve("power-of-d", "mean_response_time", method="exact", servers=4, d=2, arrival_rate=0.8,
+                     tol=1e-7, certify=True)
+    c = r.info["certificate"]
+    assert r.lower <= r.value <= r.upper and c["relative_width"] < 1e-9
+    assert "truncated chain" in c["covers"]
+    p = exactq.solve("power-of-d", "p_wait", method="exact", servers=4, d=2, arrival_rate=0.8, tol=1e-7,
+                     certify=True)
+    assert p.lower <= p.value <= p.upper
+    with pytest.raises(NotApplicableError, match="does not give one for occupancy"):
+        exactq.solve("power-of-d", "occupancy", method="exact", servers=3, d=2, arrival_rate=0.7, certify=True)
