@@ -156,8 +156,12 @@ def solve(
     def verifiable(sp):
         return bool(sp.setting("verify")) or "verify" in sp.options
 
-    if (verify or certify) and not verifiable(spec) and method in ("auto", None, "") and \
-            "ctmc" in type(m).methods:
+    def certifiable(sp):  # the model gives the measure as a functional of this method's chain
+        return callable(getattr(m, sp.setting("evaluate", f"{sp.requires}_measure").replace("_measure", "")
+                                + "_functional", None))
+
+    if ((verify and not verifiable(spec)) or (certify and not certifiable(spec))) and \
+            method in ("auto", None, "") and "ctmc" in type(m).methods:
         method_name, spec = "ctmc", check_method_for(m, "ctmc")  # verify re-solves the truncated chain
     if not (isinstance(tol, (int, float)) and 0 < tol < 1):
         raise ModelError(f"tol must be in (0, 1); got {tol!r}")

@@ -492,6 +492,15 @@ class PowerOfD(Model):
         lam = self._lam("the ctmc method")
         return int(math.ceil(math.log(tol) / math.log(lam) / max(1, self.n - 1))) + 6
 
+    def ctmc_size(self, truncation) -> int:
+        """States of :meth:`ctmc` at ``truncation`` K: the sorted vectors in ``{0..K}^n``, ``C(n + K, n)``.
+
+        >>> import exactq
+        >>> exactq.model("power-of-d", servers=12, d=2, arrival_rate=0.9).ctmc_size(16)
+        30421755
+        """
+        return math.comb(self.n + int(truncation), self.n)
+
     def ctmc(self, truncation=None) -> CTMC:
         """Sorted chain with every queue <= ``truncation`` (block rule), built from events.
 
