@@ -157,8 +157,9 @@ def solve(
         return bool(sp.setting("verify")) or "verify" in sp.options
 
     def certifiable(sp):  # the model gives the measure as a functional of this method's chain
-        return callable(getattr(m, sp.setting("evaluate", f"{sp.requires}_measure").replace("_measure", "")
-                                + "_functional", None))
+        from .methods import functional_name
+
+        return callable(getattr(m, functional_name(sp.setting("evaluate", f"{sp.requires}_measure")), None))
 
     if ((verify and not verifiable(spec)) or (certify and not certifiable(spec))) and \
             method in ("auto", None, "") and "ctmc" in type(m).methods:

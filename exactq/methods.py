@@ -278,9 +278,14 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
         info["verify"] = _verify(spec, rep_final, est.value, tol, lambda other: _as_estimate(
             measure_fn(measure, rep_final, other)).value)
     if certify:
-        functional = getattr(model, evaluate_name.replace("_measure", "") + "_functional", None)
+        functional = getattr(model, functional_name(evaluate_name), None)
         est = _certify(model, measure, rep_final, sol_final, est, functional, info)
     return _result(label, est, sol_final, rep_final, info)
+
+
+def functional_name(evaluate_name: str) -> str:
+    """The model hook ``certify`` reads beside a measure hook: ``ctmc_measure`` -> ``ctmc_functional``."""
+    return evaluate_name.replace("_measure", "") + "_functional"
 
 
 def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict) -> Estimate:

@@ -153,12 +153,7 @@ def _state_measure(measure, states, pi, *, n, lam, d, sampling, error, eps, g):
         keep = np.flatnonzero(s >= 1e-12)
         return s[: keep[-1] + 1 if keep.size else 1].tolist()
     if measure == "p_wait":
-        total = 0.0
-        for lo in range(0, len(states), 500_000):  # chunks of states, vectorised within
-            X = states[lo:lo + 500_000]
-            P = group_arrival_probabilities(X, n, d, sampling, error, eps, g)
-            total += float(pi[lo:lo + 500_000] @ (P * (X > 0)).sum(axis=1))
-        return total
+        return float(pi @ _wait_probability(states, n=n, d=d, sampling=sampling, error=error, eps=eps, g=g))
     raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover
 
 
@@ -179,12 +174,17 @@ def _state_functional(measure, states, *, n, lam, d, sampling, error, eps, g):
     if measure == "mean_waiting_time":
         return L - n * lam, n * lam * ones
     if measure == "p_wait":
-        f = np.empty(len(states))
-        for lo in range(0, len(states), 500_000):  # chunks of states, vectorised within
-            X = states[lo:lo + 500_000]
-            f[lo:lo + 500_000] = (group_arrival_probabilities(X, n, d, sampling, error, eps, g) * (X > 0)).sum(axis=1)
-        return f, ones
+        return _wait_probability(states, n=n, d=d, sampling=sampling, error=error, eps=eps, g=g), ones
     return None
+
+
+def _wait_probability(states, *, n, d, sampling, error, eps, g) -> np.ndarray:
+    """Per state, the probability that an arrival joins a busy server (chunks of states, vectorised within)."""
+    f = np.empty(len(states))
+    for lo in range(0, len(states), 500_000):
+        X = states[lo:lo + 500_000]
+        f[lo:lo + 500_000] = (group_arrival_probabilities(X, n, d, sampling, error, eps, g) * (X > 0)).sum(axis=1)
+    return f
 
 
 _MEASURES = {

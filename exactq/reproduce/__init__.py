@@ -63,6 +63,20 @@ def reproduce(name: str, out_dir: str | Path | None = None, full: bool = False) 
     return fn(out)
 
 
+def format_table(rows: list[dict], cols: list[str], *, width: int, digits: int) -> str:
+    """The rows as a fixed-width text table: floats in ``.{digits}g``, anything else as ``str``.
+
+    >>> print(format_table([{"x": 0.5, "name": "a"}], ["x", "name"], width=6, digits=3))
+         x    name
+       0.5       a
+    """
+    lines = ["  ".join(f"{c:>{width}}" for c in cols)]
+    for r in rows:
+        lines.append("  ".join(f"{v:>{width}.{digits}g}" if isinstance(v, float) else f"{v!s:>{width}}"
+                               for v in (r.get(c) for c in cols)))
+    return "\n".join(lines)
+
+
 def have_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import exactq
-from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
+from exactq.reproduce import format_table, have_matplotlib, new_figure, register_reproduction
 
 __all__ = ["reproduce_aoi", "walk_source"]
 
@@ -109,12 +109,8 @@ def _ordering(erasure_prob: float) -> dict:
             "generalized<=st actual": bool(np.all(tails["generalized"] <= tails["actual"] + slack))}
 
 
-def _fmt(rows: list[dict], keys: list[str]) -> str:
-    head = "  ".join(f"{k:>14s}" for k in keys)
-    lines = [head]
-    for r in rows:
-        lines.append("  ".join(f"{r[k]:>14.8g}" if isinstance(r[k], float) else f"{r[k]!s:>14s}" for k in keys))
-    return "\n".join(lines)
+def _fmt(rows: list[dict], cols: list[str]) -> str:
+    return format_table(rows, cols, width=14, digits=8)
 
 
 @register_reproduction("aoi", "age of information with differential encoding: mean age against the erasure "

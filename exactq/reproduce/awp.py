@@ -36,7 +36,7 @@ import numpy as np
 import exactq
 from exactq.catalogue import solve_representation
 from exactq.representations.pdmp import CDFPair
-from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
+from exactq.reproduce import format_table, have_matplotlib, new_figure, register_reproduction
 
 __all__ = ["reproduce_awp"]
 
@@ -170,14 +170,7 @@ def _ordering(grid_max: float = 200.0, points: int = 401) -> dict:
 
 
 def _fmt(rows: list[dict], cols: list[str]) -> str:
-    lines = ["  ".join(f"{c:>18}" for c in cols)]
-    for r in rows:
-        cells = []
-        for c in cols:
-            v = r.get(c)
-            cells.append(f"{v:>18.10g}" if isinstance(v, float) else f"{v!s:>18}")
-        lines.append("  ".join(cells))
-    return "\n".join(lines)
+    return format_table(rows, cols, width=18, digits=10)
 
 
 @register_reproduction("awp", "adaptive window protocols: NewReno, Scalable and HighSpeed TCP windows, stability, "

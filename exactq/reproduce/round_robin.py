@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import exactq
-from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
+from exactq.reproduce import format_table, have_matplotlib, new_figure, register_reproduction
 
 __all__ = ["reproduce_round_robin"]
 
@@ -75,11 +75,8 @@ def _completion(times, k: int = 4) -> list[dict]:
     return rows
 
 
-def _fmt(rows: list[dict], keys: list[str]) -> str:
-    lines = ["  ".join(f"{k:>23s}" for k in keys)]
-    for r in rows:
-        lines.append("  ".join(f"{r[k]:>23.8g}" if isinstance(r[k], float) else f"{r[k]!s:>23s}" for k in keys))
-    return "\n".join(lines)
+def _fmt(rows: list[dict], cols: list[str]) -> str:
+    return format_table(rows, cols, width=23, digits=8)
 
 
 @register_reproduction("round-robin", "round-robin to unreliable processors: against random routing, central "

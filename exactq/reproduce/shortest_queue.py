@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import exactq
-from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
+from exactq.reproduce import format_table, have_matplotlib, new_figure, register_reproduction
 
 __all__ = ["reproduce_shortest_queue"]
 
@@ -113,15 +113,7 @@ def _marginal_rows(marg: dict, K: int = 20, i: int = 8) -> list[dict]:
 
 
 def _fmt(rows: list[dict], cols: list[str]) -> str:
-    head = "  ".join(f"{c:>16}" for c in cols)
-    lines = [head]
-    for r in rows:
-        cells = []
-        for c in cols:
-            v = r.get(c)
-            cells.append(f"{v:>16.10g}" if isinstance(v, float) else f"{v!s:>16}")
-        lines.append("  ".join(cells))
-    return "\n".join(lines)
+    return format_table(rows, cols, width=16, digits=10)
 
 
 def _bounds_vs_threshold(rho: float = 0.9, thresholds=range(1, 11)) -> list[dict]:
