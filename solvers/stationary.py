@@ -21,6 +21,12 @@ Methods
     A direct solve followed by mixed-precision iterative refinement with residuals in
     mpmath at ``dps`` digits (Wilkinson; Higham, *Accuracy and Stability of Numerical
     Algorithms*, 2nd ed., ch. 12); used by ``verify=True``.
+``level-reduction``
+    Linear level reduction by the largest coordinate, when the chain moves up a level
+    only from a few states of each level (join-the-shortest-queue chains: only when all
+    queues are equal); exact elimination in linear time
+    (:mod:`exactq.solvers.level_reduction`). ``auto`` picks it above 200 states when
+    the structure test passes, and ``direct`` otherwise.
 ``level-aggregation``
     For chains that declare a level structure (``CTMC.levels``): BiCGSTAB with an
     aggregation/Gauss-Seidel preconditioner (:mod:`exactq.solvers.level_aggregation`).
@@ -45,14 +51,14 @@ import scipy.sparse.linalg as spla
 
 from exactq.catalogue import register_method, register_solver
 from exactq.ctmc import CTMC, DTMC, ORDERINGS, StationaryDistribution
-from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError, ReducibleError
+from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError, NotApplicableError, ReducibleError
 
 from .ordering import nested_dissection
 from .structure import communicating_classes
 
 __all__ = ["stationary", "solve_stationary", "METHODS", "STATIONARY_SOLVERS"]
 
-METHODS = ("auto", "direct", "gmres", "power", "gth", "mpmath")
+METHODS = ("auto", "direct", "gmres", "power", "gth", "mpmath", "level-reduction")
 #: every name ``solve_stationary(chain, solver=...)`` accepts
 STATIONARY_SOLVERS = METHODS + ("level-aggregation",)
 GTH_MAX_STATES = 4000
@@ -79,8 +85,9 @@ def stationary(
     ----------
     Q : (n, n) sparse matrix
         Generator: off-diagonal entries >= 0, rows summing to 0.
-    method : {"auto", "direct", "gmres", "power", "gth", "mpmath"}
-        ``auto`` takes ``gth`` up to 200 states and ``direct`` above.
+    method : {"auto", "direct", "gmres", "power", "gth", "mpmath", "level-reduction"}
+        ``auto`` takes ``gth`` up to 200 states, ``level-reduction`` above when the
+        states' coordinates give it a cheap level structure, and ``direct`` otherwise.
     rtol : float
         Iterative methods stop when ``||pi Q||_1 / q <= rtol`` (``q`` the largest
         exit rate). Direct methods report the same quantity.
@@ -156,6 +163,17 @@ def stationary(
     else:
         ref = int(reference)
 
+    plan = None
+    if method == "level-reduction" or (method == "auto" and m > 200 and cr is not None):
+        from .level_reduction import plan_level_reduction
+
+        asked = {} if method == "auto" else {"min_states_per_level": 1, "max_dense_work": np.inf}
+        plan, why = (None, "it needs the states' coordinates") if cr is None else \
+            plan_level_reduction(Qr, cr.max(axis=1), **asked)  # asked for: only the structure must hold
+        if plan is None and method == "level-reduction":
+            raise NotApplicableError(f"the level-reduction solver does not apply to this chain: {why}")
+        if plan is not None:
+            method = "level-reduction"
     if method == "auto":
         method = "gth" if m <= 200 else "direct"
     nit = None
@@ -167,6 +185,11 @@ def stationary(
         pi_r = _gth(Qr.toarray())
     elif method == "direct":
         pi_r, inf = _direct_with_reference(Qr, ref, cr, jumps, ordering)
+        info.update(inf)
+    elif method == "level-reduction":
+        from .level_reduction import stationary_level_reduction
+
+        pi_r, inf = stationary_level_reduction(Qr, plan)
         info.update(inf)
     elif method == "gmres":
         pi_r, nit, inf = _gmres(Qr, ref, rtol, maxiter, strict)
