@@ -306,16 +306,18 @@ def _transitions(space: Space, events: Sequence[Event]):
         live = np.flatnonzero(rates > 0)
         if live.size == 0:
             continue
-        idx = space.index(targets[live])
+        moved = targets[live]
+        idx = space.index(moved)
         inside = idx >= 0
         if not np.all(inside):
             cut += np.bincount(live[~inside], weights=rates[live[~inside]], minlength=n)
-        src = live[inside]
-        dst = idx[inside]
-        moves = dst != src
-        src, dst = src[moves], dst[moves]
-        if src.size:
-            jumps = np.maximum(jumps, np.abs(targets[src] - states[src]).max(0))
+        keep = inside & (idx != live)  # inside the space, and not a self-loop
+        src, dst = live[keep], idx[keep]
+        if src.size:  # in place: the fresh pages of large temporaries cost more than the arithmetic
+            moved -= states[live]
+            np.abs(moved, out=moved)
+            moved[~keep] = 0
+            jumps = np.maximum(jumps, moved.max(0))
         src_parts.append(src)
         dst_parts.append(dst)
         rate_parts.append(rates[src])

@@ -192,7 +192,7 @@ def colex_rank(X, vmax: int | None = None) -> np.ndarray:
     c = X.shape[1]
     top = (int(X.max(initial=0)) if vmax is None else int(vmax)) + c
     T = _binomials(top, c)
-    return T[X.astype(np.int64) + np.arange(c), np.arange(1, c + 1)].sum(axis=1)
+    return T[np.asarray(X, dtype=np.int64) + np.arange(c), np.arange(1, c + 1)].sum(axis=1)
 
 
 def _colex_unrank(ranks: np.ndarray, size: int, level: int) -> np.ndarray:

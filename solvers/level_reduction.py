@@ -131,43 +131,75 @@ def plan_level_reduction(Q: sp.spmatrix, levels: np.ndarray, *,
         return None, f"{int(r.sum())} states move up a level (dense work {work:.3g} > {max_dense_work} nnz)"
     order = np.lexsort((np.arange(n), is_up, lev))
     bounds = np.concatenate([[0], np.cumsum(m)])
-    local = np.empty(n, np.int64)
+    local = np.empty(n, np.int32 if n < 2**31 else np.int64)  # int32 halves the solver's index arrays
     local[order] = np.arange(n) - bounds[lev[order]]
-    return LevelPlan(order, bounds, m - r, lev, local), ""
+    return LevelPlan(order, bounds, m - r, lev.astype(local.dtype), local), ""
 
 
-class _Sparse:
-    """Solves with the sparse part ``N_FF`` of one level: banded LAPACK or SuperLU."""
+class _FreeParts:
+    """Factorisations of the sparse parts ``N_FF`` of all levels, done before the recursion.
 
-    def __init__(self, i, j, v, diag, f):
-        self.f = f
-        if f == 0:
-            return
-        kl = int(max(0, (i - j).max(initial=0)))
-        ku = int(max(0, (j - i).max(initial=0)))
-        self.banded = max(kl, ku) <= BAND_MAX
-        if self.banded:
-            ab = np.zeros((2 * kl + ku + 1, f))
-            ab[kl + ku + i - j, j] = v
-            ab[kl + ku, np.arange(f)] = diag
-            self.lu, self.piv, info = lapack.dgbtrf(ab, kl, ku)
-            if info != 0:
-                raise np.linalg.LinAlgError(f"banded LU: singular pivot {info}")
-            self.kl, self.ku = kl, ku
+    ``N_FF`` (the states of a level without an upward transition) does not depend on
+    the corrections the recursion adds to the ``P`` rows, so all levels are factorised
+    at once: the levels whose ``N_FF`` has bandwidth <= :data:`BAND_MAX` as one
+    block-diagonal banded matrix (one LAPACK ``dgbtrf``; partial pivoting never
+    leaves a block, whose other rows are zero in its columns), the others by SuperLU
+    each. ``solve`` gives all levels' right-hand sides at once; ``solve_level``
+    one level's (transposed) system.
+    """
+
+    def __init__(self, fi, fj, fv, diag, level_of_row, starts, wide):
+        nf = len(diag)
+        self.starts = starts
+        self.wide = {}
+        band = ~wide[level_of_row[fi]] if wide.any() else slice(None)
+        d = fi[band] - fj[band]
+        self.kl = kl = int(max(0, d.max(initial=0)))
+        self.ku = ku = int(max(0, (-d).max(initial=0)))
+        rows = 2 * kl + ku + 1
+        ab = np.zeros((rows, nf), order="F")
+        ab.reshape(-1, order="F")[kl + ku + d + rows * fj[band]] = fv[band]  # A[i, j] at ab[kl + ku + i - j, j]
+        ab[kl + ku] = diag
+        for b in np.flatnonzero(wide):  # identity in the band; factorised apart
+            s, e = starts[b], starts[b + 1]
+            ab[kl + ku, s:e] = 1.0
+            sel = ~band & (fi >= s) & (fi < e)
+            N = sp.csc_matrix((np.concatenate([fv[sel], diag[s:e]]),
+                               (np.concatenate([fi[sel] - s, np.arange(e - s)]),
+                                np.concatenate([fj[sel] - s, np.arange(e - s)]))), shape=(e - s, e - s))
+            self.wide[int(b)] = spla.splu(N, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                                          options=dict(SymmetricMode=True))
+        self.lu, self.piv, info = lapack.dgbtrf(ab, kl, ku) if nf else (ab, np.zeros(0, np.int32), 0)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"level reduction: singular pivot {info} in a level's banded part")
+        self.lu = np.asfortranarray(self.lu)
+
+    def solve(self, B):
+        """``N_FF^{-1} B`` for all levels at once (rows: the F states, level by level), clipped at 0."""
+        if not len(B):
+            return B
+        x, info = lapack.dgbtrs(self.lu, self.kl, self.ku, B, self.piv)
+        for b, slu in self.wide.items():
+            s, e = self.starts[b], self.starts[b + 1]
+            x[s:e] = slu.solve(np.ascontiguousarray(B[s:e]))
+        return np.maximum(x, 0.0)  # the exact values are >= 0 (an M-matrix inverse)
+
+    def solve_level(self, b, B):
+        """``N_FF^{-T} B`` of level ``b``, clipped at 0."""
+        s, e = self.starts[b], self.starts[b + 1]
+        if b in self.wide:
+            x = self.wide[b].solve(np.ascontiguousarray(B), trans="T")
         else:
-            N = sp.csc_matrix((np.concatenate([v, diag]), (np.concatenate([i, np.arange(f)]),
-                                                           np.concatenate([j, np.arange(f)]))), shape=(f, f))
-            self.slu = spla.splu(N, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                                 options=dict(SymmetricMode=True))
-
-    def solve(self, B, trans=False):
-        """``N_FF^{-1} B`` (or ``N_FF^{-T} B``), clipped at 0 (the exact values are >= 0)."""
-        B = np.ascontiguousarray(B, dtype=float).reshape(self.f, -1)
-        if self.banded:
-            x, info = lapack.dgbtrs(self.lu, self.kl, self.ku, B, self.piv, trans=1 if trans else 0)
-        else:
-            x = self.slu.solve(B, trans="T" if trans else "N")
+            x, info = lapack.dgbtrs(self.lu[:, s:e], self.kl, self.ku, B, self.piv[s:e] - s, trans=1)
         return np.maximum(x, 0.0)
+
+
+def _dense_rows(size_rows, size_cols, row, col, val, level):
+    """The entries ``(row, col)`` of each level's small dense block, in one flat buffer."""
+    offsets = np.concatenate([[0], np.cumsum(size_rows * size_cols)])
+    flat = np.zeros(int(offsets[-1]))
+    np.add.at(flat, offsets[level] + row * size_cols[level] + col, val)
+    return flat, offsets
 
 
 def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndarray, dict]:
@@ -206,79 +238,100 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
     off = (Q.row != Q.col) & (Q.data != 0)
     rr, cc, vv = Q.row[off], Q.col[off], Q.data[off]
     lev, loc = plan.level, plan.local
-    lr, kind = lev[rr], lev[cc] - lev[rr] + 1  # kind 0 down, 1 same, 2 up
-    key = lr * 3 + kind
-    o = np.argsort(key, kind="stable")
-    key, ri, ci, vv = key[o], loc[rr[o]], loc[cc[o]], vv[o]
     L = plan.n_levels
-    cut = np.searchsorted(key, np.arange(3 * L + 1))
     m = np.diff(plan.bounds)
     f = plan.n_free
-
-    def block(b, k):
-        s, e = cut[3 * b + k], cut[3 * b + k + 1]
-        return ri[s:e], ci[s:e], vv[s:e]
+    r = m - f
+    lr, step = lev[rr], lev[cc] - lev[rr]  # -1 down, 0 same, +1 up
+    ri, ci = loc[rr], loc[cc]
+    # per state (in plan order): the rate down and the off-diagonal rates inside the level
+    pos = np.empty(len(lev), np.int64)
+    pos[plan.order] = np.arange(len(lev))
+    is_down, is_same = step < 0, step == 0
+    down = np.bincount(pos[rr[is_down]], vv[is_down], minlength=len(lev))
+    # the F states of all levels, numbered level by level
+    fstart = np.concatenate([[0], np.cumsum(f)])
+    free = np.flatnonzero(is_same & (ri < f[lr]))
+    lf, rf, cf, vf = lr[free], ri[free], ci[free], vv[free]
+    fi = fstart[lf] + rf
+    ff = cf < f[lf]
+    gpos_f = plan.bounds[:-1].repeat(f) + (np.arange(int(fstart[-1])) - fstart[:-1].repeat(f))
+    exit_f = np.bincount(fi, vf, minlength=int(fstart[-1])) + down[gpos_f]
+    width = np.abs(rf[ff] - cf[ff])
+    band = np.zeros(L, np.int64)
+    if width.max(initial=0) > BAND_MAX:  # some level is wide: find which
+        np.maximum.at(band, lf[ff], width)
+    wide = band > BAND_MAX
+    parts = _FreeParts(fi[ff], fstart[lf[ff]] + cf[ff], -vf[ff], exit_f, np.repeat(np.arange(L), f), fstart, wide)
+    # X = N_FF^{-1} (-N_FP) and h = N_FF^{-1} d_F, all levels in one solve (P columns padded to max r)
+    rmax = int(r.max(initial=0))
+    fp = ~ff
+    rhs = np.zeros((int(fstart[-1]), rmax + 1), order="F")
+    np.add.at(rhs, (fi[fp], cf[fp] - f[lf[fp]]), vf[fp])
+    rhs[:, rmax] = down[gpos_f]
+    XH = parts.solve(rhs)
+    # the P rows' own off-diagonal rates (r_b x m_b per level) and the rows up (r_{b-1} x m_b)
+    pp = is_same & (ri >= f[lr])
+    GA, goff = _dense_rows(r, m, ri[pp] - f[lr[pp]], ci[pp], vv[pp], lr[pp])
+    up = step > 0
+    r_below = np.concatenate([[0], r[:-1]])
+    UA, uoff = _dense_rows(r_below, m, ri[up] - f[lr[up]], ci[up], vv[up], lr[up] + 1)
+    # the down entries of each level, for the corrections W_{b-1} = Y_b D_b
+    o = np.flatnonzero(is_down)[np.argsort(lr[is_down], kind="stable")]
+    dcut = np.searchsorted(lr[o], np.arange(L + 1))
+    d_i, d_j, d_v = ri[o], ci[o], vv[o]
 
     Y = [None] * L
     W = None  # the dense correction rows of S_b at P_b: (r_b, m_b)
-    banded = 0
     for b in range(L - 1, -1, -1):
-        mb, fb = int(m[b]), int(f[b])
-        rb = mb - fb
-        i, j, v = block(b, 1)
-        di, dj, dv = block(b, 0)
-        down = np.bincount(di, dv, minlength=mb)
-        pf = i >= fb
-        G = np.zeros((rb, mb))  # the off-diagonal rates of the P rows of S_b (A_b's and the correction's)
-        np.add.at(G, (i[pf] - fb, j[pf]), v[pf])
+        mb, fb, rb = int(m[b]), int(f[b]), int(r[b])
+        G = GA[goff[b]:goff[b + 1]].reshape(rb, mb)  # the off-diagonal rates of the P rows of S_b
         if W is not None:
-            G += W
+            G = G + W
             G[np.arange(rb), fb + np.arange(rb)] = 0.0  # a self-return is not a rate
         if b == 0:
-            from .stationary import stationary
-
-            fi, fj, fv = i[~pf], j[~pf], v[~pf]
-            pr, pc = np.nonzero(G)
-            ii, jj = np.concatenate([fi, pr + fb]), np.concatenate([fj, pc])
-            vv = np.concatenate([fv, G[pr, pc]])
-            S0 = sp.csr_matrix((np.concatenate([vv, -np.bincount(ii, vv, minlength=mb)]),
-                                (np.concatenate([ii, np.arange(mb)]), np.concatenate([jj, np.arange(mb)]))),
-                               shape=(mb, mb))
-            pi0 = np.ones(1) if mb == 1 else stationary(S0, method="gth" if mb <= 200 else "direct").pi
+            pi0 = _level_zero(Q, plan, G, ri, ci, vv, lr, is_same, f)
             break
-        fi, fj, fv = i[~pf], j[~pf], v[~pf]
-        ff = fj < fb
-        # GTH: -diag(S_b) = the off-diagonal rates + the rate down (S_b 1 = -D_b 1)
-        N = _Sparse(fi[ff], fj[ff], -fv[ff], np.bincount(fi, fv, minlength=fb) + down[:fb], fb)
-        banded += fb > 0 and N.banded
-        if fb:
-            rhs = np.zeros((fb, rb + 1))
-            np.add.at(rhs, (fi[~ff], fj[~ff] - fb), fv[~ff])  # -N_FP >= 0
-            rhs[:, rb] = down[:fb]
-            XH = N.solve(rhs)
-            X, h = XH[:, :rb], XH[:, rb]
-        else:
-            X, h = np.zeros((0, rb)), np.zeros(0)
+        s, e = fstart[b], fstart[b + 1]
+        X, h = XH[s:e, :rb], XH[s:e, rmax]
         GF = G[:, :fb]
-        Z = -(G[:, fb:] + GF @ X)  # the Schur complement on P: off-diagonal <= 0
+        GX = GF @ X
+        Z = -(G[:, fb:] + GX)  # the Schur complement on P: off-diagonal <= 0
         np.fill_diagonal(Z, 0.0)  # GTH: the diagonal from the row sums d_P + G h
-        Z[np.diag_indices(rb)] = down[fb:] + GF @ h - Z.sum(axis=1)
+        Z[np.diag_indices(rb)] = down[plan.bounds[b] + fb:plan.bounds[b + 1]] + GF @ h - Z.sum(axis=1)
         # the upward rows into this level from P_{b-1}: Y_b = U~ (-S_b)^{-1}
-        ui, uj, uv = block(b - 1, 2)
-        fprev = int(f[b - 1])
-        U = np.zeros((int(m[b - 1]) - fprev, mb))
-        np.add.at(U, (ui - fprev, uj), uv)
-        YP = np.maximum(np.linalg.solve(Z.T, (U[:, fb:] + U[:, :fb] @ X).T).T, 0.0) if rb else U[:, fb:]
-        YF = N.solve((U[:, :fb] + YP @ GF).T, trans=True).T if fb else U[:, :0]
+        U = UA[uoff[b]:uoff[b + 1]].reshape(int(r[b - 1]), mb)
+        UF = U[:, :fb]
+        YP = np.maximum(np.linalg.solve(Z.T, (U[:, fb:] + UF @ X).T).T, 0.0) if rb else U[:, fb:]
+        YF = parts.solve_level(b, (UF + YP @ GF).T).T if fb else UF
         Y[b] = Yb = np.hstack([YF, YP])
         # W_{b-1} = Y_b D_b: the correction rows of S_{b-1}
-        W = np.stack([np.bincount(dj, y[di] * dv, minlength=int(m[b - 1])) for y in Yb]) if len(Yb) else None
-    parts = [pi0]
+        k = slice(dcut[b], dcut[b + 1])
+        W = np.stack([np.bincount(d_j[k], y[d_i[k]] * d_v[k], minlength=int(m[b - 1])) for y in Yb]) \
+            if len(Yb) else None
+    out = [pi0]
     for b in range(1, L):
-        parts.append(parts[-1][int(f[b - 1]):] @ Y[b])
-    x = np.concatenate(parts)
+        out.append(out[-1][int(f[b - 1]):] @ Y[b])
+    x = np.concatenate(out)
     pi = np.empty_like(x)
     pi[plan.order] = x
     pi /= pi.sum()
     return pi, {"algorithm": "linear level reduction by the largest coordinate", "levels": L,
-                "upward_states": int(np.sum(m - f)), "banded_levels": int(banded)}
+                "upward_states": int(r.sum()), "banded_levels": int(np.sum(~wide & (f > 0)))}
+
+
+def _level_zero(Q, plan, G, ri, ci, vv, lr, is_same, f):
+    """Stationary vector of ``S_0``, the (conservative) generator censored on level 0."""
+    from .stationary import stationary
+
+    m0, f0 = int(plan.bounds[1]), int(f[0])
+    if m0 == 1:
+        return np.ones(1)
+    sel = is_same & (lr == 0) & (ri < f0)
+    pr, pc = np.nonzero(G)
+    i = np.concatenate([ri[sel], pr + f0])
+    j = np.concatenate([ci[sel], pc])
+    v = np.concatenate([vv[sel], G[pr, pc]])
+    S0 = sp.csr_matrix((np.concatenate([v, -np.bincount(i, v, minlength=m0)]),
+                        (np.concatenate([i, np.arange(m0)]), np.concatenate([j, np.arange(m0)]))), shape=(m0, m0))
+    return stationary(S0, method="gth" if m0 <= 200 else "direct").pi
