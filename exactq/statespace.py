@@ -192,7 +192,11 @@ def colex_rank(X, vmax: int | None = None) -> np.ndarray:
     c = X.shape[1]
     top = (int(X.max(initial=0)) if vmax is None else int(vmax)) + c
     T = _binomials(top, c)
-    return T[np.asarray(X, dtype=np.int64) + np.arange(c), np.arange(1, c + 1)].sum(axis=1)
+    X = np.asarray(X, dtype=np.int64)
+    out = np.zeros(len(X), dtype=np.int64)
+    for i in range(c):  # loop over positions: one 1-D gather each (a 2-D fancy index is 3-4x slower)
+        out += T[:, i + 1].take(X[:, i] + i)
+    return out
 
 
 def _colex_unrank(ranks: np.ndarray, size: int, level: int) -> np.ndarray:

@@ -83,6 +83,9 @@ class LevelPlan:
         The level of each state, ``0 .. L - 1``.
     local : (n,) ndarray of int
         The position of each state inside its level (in ``order``).
+    entries : tuple of ndarray
+        The off-diagonal nonzeros of the ``Q`` the plan was made for: source, target,
+        rate, level step (-1, 0, +1); kept so that the solve does not rebuild them.
     """
 
     order: np.ndarray
@@ -90,6 +93,7 @@ class LevelPlan:
     n_free: np.ndarray
     level: np.ndarray
     local: np.ndarray
+    entries: tuple
 
     @property
     def n_levels(self) -> int:
@@ -115,13 +119,17 @@ def plan_level_reduction(Q: sp.spmatrix, levels: np.ndarray, *,
         return None, "fewer than two levels"
     if n < min_states_per_level * L:
         return None, f"{L} levels for {n} states (fewer than {min_states_per_level} states per level)"
-    rows = np.repeat(np.arange(n), np.diff(Q.indptr))
+    it = np.int32 if n < 2**31 else np.int64  # 32-bit indices: half the fresh pages, which cost here
+    lev = lev.astype(it)
+    rows = np.repeat(np.arange(n, dtype=it), np.diff(Q.indptr))
     off = (rows != Q.indices) & (Q.data != 0)
-    step = lev[Q.indices[off]] - lev[rows[off]]
+    src, dst, rate = rows[off], Q.indices[off].astype(it, copy=False), Q.data[off]
+    del rows
+    step = lev[dst] - lev[src]
     if step.size and np.abs(step).max() > 1:
         return None, "a transition skips a level"
     is_up = np.zeros(n, bool)
-    is_up[rows[off][step > 0]] = True
+    is_up[src[step > 0]] = True
     m = np.bincount(lev, minlength=L)
     r = np.bincount(lev, weights=is_up, minlength=L).astype(np.int64)
     work = float(np.sum(r[:-1] * (m[:-1] + m[1:])))
@@ -131,9 +139,9 @@ def plan_level_reduction(Q: sp.spmatrix, levels: np.ndarray, *,
         return None, f"{int(r.sum())} states move up a level (dense work {work:.3g} > {max_dense_work} nnz)"
     order = np.lexsort((np.arange(n), is_up, lev))
     bounds = np.concatenate([[0], np.cumsum(m)])
-    local = np.empty(n, np.int32 if n < 2**31 else np.int64)  # int32 halves the solver's index arrays
+    local = np.empty(n, it)
     local[order] = np.arange(n) - bounds[lev[order]]
-    return LevelPlan(order, bounds, m - r, lev.astype(local.dtype), local), ""
+    return LevelPlan(order, bounds, m - r, lev, local, (src, dst, rate, step.astype(np.int8))), ""
 
 
 class _FreeParts:
@@ -155,10 +163,12 @@ class _FreeParts:
         band = ~wide[level_of_row[fi]] if wide.any() else slice(None)
         d = fi[band] - fj[band]
         self.kl = kl = int(max(0, d.max(initial=0)))
-        self.ku = ku = int(max(0, (-d).max(initial=0)))
+        self.ku = ku = int(max(0, -d.min(initial=0)))
         rows = 2 * kl + ku + 1
         ab = np.zeros((rows, nf), order="F")
-        ab.reshape(-1, order="F")[kl + ku + d + rows * fj[band]] = fv[band]  # A[i, j] at ab[kl + ku + i - j, j]
+        d += kl + ku  # in place: A[i, j] sits at ab[kl + ku + i - j, j]
+        d += rows * fj[band].astype(np.int64 if rows * nf >= 2**31 else d.dtype, copy=False)
+        ab.reshape(-1, order="F")[d] = fv[band]
         ab[kl + ku] = diag
         for b in np.flatnonzero(wide):  # identity in the band; factorised apart
             s, e = starts[b], starts[b + 1]
@@ -210,7 +220,7 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
     Q : (n, n) sparse matrix
         An irreducible generator (off-diagonal rates >= 0, rows summing to 0).
     plan : LevelPlan
-        From :func:`plan_level_reduction`.
+        From :func:`plan_level_reduction` for this ``Q`` (it carries ``Q``'s entries).
 
     Returns
     -------
@@ -234,23 +244,22 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
     >>> bool(np.allclose(pi, exact, rtol=1e-12, atol=0)), info["upward_states"]
     (True, 3)
     """
-    Q = sp.coo_matrix(Q)
-    off = (Q.row != Q.col) & (Q.data != 0)
-    rr, cc, vv = Q.row[off], Q.col[off], Q.data[off]
+    rr, cc, vv, step = plan.entries  # step: -1 down, 0 same, +1 up
     lev, loc = plan.level, plan.local
+    it = loc.dtype
     L = plan.n_levels
-    m = np.diff(plan.bounds)
-    f = plan.n_free
+    m = np.diff(plan.bounds).astype(it)
+    f = plan.n_free.astype(it)
     r = m - f
-    lr, step = lev[rr], lev[cc] - lev[rr]  # -1 down, 0 same, +1 up
+    lr = lev[rr]
     ri, ci = loc[rr], loc[cc]
     # per state (in plan order): the rate down and the off-diagonal rates inside the level
-    pos = np.empty(len(lev), np.int64)
-    pos[plan.order] = np.arange(len(lev))
+    pos = np.empty(len(lev), it)
+    pos[plan.order] = np.arange(len(lev), dtype=it)
     is_down, is_same = step < 0, step == 0
     down = np.bincount(pos[rr[is_down]], vv[is_down], minlength=len(lev))
     # the F states of all levels, numbered level by level
-    fstart = np.concatenate([[0], np.cumsum(f)])
+    fstart = np.concatenate([[0], np.cumsum(f)]).astype(it)
     free = np.flatnonzero(is_same & (ri < f[lr]))
     lf, rf, cf, vf = lr[free], ri[free], ci[free], vv[free]
     fi = fstart[lf] + rf
@@ -302,7 +311,10 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
         # the upward rows into this level from P_{b-1}: Y_b = U~ (-S_b)^{-1}
         U = UA[uoff[b]:uoff[b + 1]].reshape(int(r[b - 1]), mb)
         UF = U[:, :fb]
-        YP = np.maximum(np.linalg.solve(Z.T, (U[:, fb:] + UF @ X).T).T, 0.0) if rb else U[:, fb:]
+        if rb == 1:  # the common case (JSQ): a scalar pivot
+            YP = np.maximum((U[:, fb:] + UF @ X) / Z[0, 0], 0.0)
+        else:
+            YP = np.maximum(np.linalg.solve(Z.T, (U[:, fb:] + UF @ X).T).T, 0.0) if rb else U[:, fb:]
         YF = parts.solve_level(b, (UF + YP @ GF).T).T if fb else UF
         Y[b] = Yb = np.hstack([YF, YP])
         # W_{b-1} = Y_b D_b: the correction rows of S_{b-1}
