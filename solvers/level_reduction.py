@@ -188,7 +188,7 @@ class _FreeParts:
         """``N_FF^{-1} B`` for all levels at once (rows: the F states, level by level), clipped at 0."""
         if not len(B):
             return B
-        x, info = lapack.dgbtrs(self.lu, self.kl, self.ku, B, self.piv)
+        x, _ = lapack.dgbtrs(self.lu, self.kl, self.ku, B, self.piv)
         for b, slu in self.wide.items():
             s, e = self.starts[b], self.starts[b + 1]
             x[s:e] = slu.solve(np.ascontiguousarray(B[s:e]))
@@ -200,7 +200,7 @@ class _FreeParts:
         if b in self.wide:
             x = self.wide[b].solve(np.ascontiguousarray(B), trans="T")
         else:
-            x, info = lapack.dgbtrs(self.lu[:, s:e], self.kl, self.ku, B, self.piv[s:e] - s, trans=1)
+            x, _ = lapack.dgbtrs(self.lu[:, s:e], self.kl, self.ku, B, self.piv[s:e] - s, trans=1)
         return np.maximum(x, 0.0)
 
 
@@ -299,7 +299,7 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
             G = G + W
             G[np.arange(rb), fb + np.arange(rb)] = 0.0  # a self-return is not a rate
         if b == 0:
-            pi0 = _level_zero(Q, plan, G, ri, ci, vv, lr, is_same, f)
+            pi0 = _level_zero(plan, G, ri, ci, vv, lr, is_same, f)
             break
         s, e = fstart[b], fstart[b + 1]
         X, h = XH[s:e, :rb], XH[s:e, rmax]
@@ -307,14 +307,15 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
         GX = GF @ X
         Z = -(G[:, fb:] + GX)  # the Schur complement on P: off-diagonal <= 0
         np.fill_diagonal(Z, 0.0)  # GTH: the diagonal from the row sums d_P + G h
-        Z[np.diag_indices(rb)] = down[plan.bounds[b] + fb:plan.bounds[b + 1]] + GF @ h - Z.sum(axis=1)
+        np.fill_diagonal(Z, down[plan.bounds[b] + fb:plan.bounds[b + 1]] + GF @ h - Z.sum(axis=1))
         # the upward rows into this level from P_{b-1}: Y_b = U~ (-S_b)^{-1}
         U = UA[uoff[b]:uoff[b + 1]].reshape(int(r[b - 1]), mb)
         UF = U[:, :fb]
+        YP = U[:, fb:] + UF @ X
         if rb == 1:  # the common case (JSQ): a scalar pivot
-            YP = np.maximum((U[:, fb:] + UF @ X) / Z[0, 0], 0.0)
-        else:
-            YP = np.maximum(np.linalg.solve(Z.T, (U[:, fb:] + UF @ X).T).T, 0.0) if rb else U[:, fb:]
+            YP = np.maximum(YP / Z[0, 0], 0.0)
+        elif rb:
+            YP = np.maximum(np.linalg.solve(Z.T, YP.T).T, 0.0)
         YF = parts.solve_level(b, (UF + YP @ GF).T).T if fb else UF
         Y[b] = Yb = np.hstack([YF, YP])
         # W_{b-1} = Y_b D_b: the correction rows of S_{b-1}
@@ -332,7 +333,7 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
                 "upward_states": int(r.sum()), "banded_levels": int(np.sum(~wide & (f > 0)))}
 
 
-def _level_zero(Q, plan, G, ri, ci, vv, lr, is_same, f):
+def _level_zero(plan, G, ri, ci, vv, lr, is_same, f):
     """Stationary vector of ``S_0``, the (conservative) generator censored on level 0."""
     from .stationary import stationary
 

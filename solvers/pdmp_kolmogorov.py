@@ -173,6 +173,17 @@ class _Level:
         return np.clip(out, 0.0, 1.0)
 
 
+def _back_substitute(M, x: np.ndarray) -> np.ndarray:
+    """Solve the upper-triangular recursion ``M u = e_N`` (both meshes' schemes); refuse an overflow."""
+    rhs = np.zeros(M.shape[0])
+    rhs[-1] = 1.0
+    u = spsolve_triangular(M, rhs, lower=False)
+    if not np.all(np.isfinite(u)):
+        raise ConvergenceError("the Kolmogorov recursion overflowed: int lambda / a over the window range "
+                               f"[{x[0]:.6g}, {x[-1]:.6g}] exceeds the float range; give w_max or a smaller range")
+    return u
+
+
 def _above_noise(D: np.ndarray, floor: np.ndarray) -> np.ndarray:
     """``D`` where it exceeds its rounding floor, 0 where it is indistinguishable from noise.
 
@@ -278,12 +289,7 @@ class _KolmogorovMesh:
         left = sparse.diags(np.concatenate([0.5 * h * r[:-1], [0.0]])) @ Hmat
         shift = sparse.csr_matrix((0.5 * h * r[1:], (j, j + 1)), shape=(N + 1, N + 1))
         M = (D + left + shift @ Hminus).tocsr()
-        rhs = np.zeros(N + 1)
-        rhs[N] = 1.0
-        G = spsolve_triangular(M, rhs, lower=False)
-        if not np.all(np.isfinite(G)):
-            raise ConvergenceError("the Kolmogorov recursion overflowed: int lambda / a over the window range "
-                                   f"[{x[0]:.6g}, {x[-1]:.6g}] exceeds the float range; give w_max or a smaller range")
+        G = _back_substitute(M, x)
         Hp, Hm = Hmat @ G, Hminus @ G
         floor = 8 * _EPS * (np.abs(G) + np.abs(Hm))  # rounding of the difference G - H
         fp, fm = _above_noise(G - Hp, floor) / A, _above_noise(G - Hm, floor) / A
@@ -336,12 +342,7 @@ class _KolmogorovMesh:
             vals.append(1 + half * r[last + 1])
         M = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                               shape=(N + 1, N + 1))
-        rhs = np.zeros(N + 1)
-        rhs[N] = 1.0
-        U = spsolve_triangular(M, rhs, lower=False)
-        if not np.all(np.isfinite(U)):
-            raise ConvergenceError("the Kolmogorov recursion overflowed: int lambda / a over the window range "
-                                   f"[{x[0]:.6g}, {x[-1]:.6g}] exceeds the float range; give w_max or a smaller range")
+        U = _back_substitute(M, x)
         Dm = U.copy()
         if js >= 0:
             Dm[js] = U[js] - U[N]
