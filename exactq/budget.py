@@ -1,0 +1,127 @@
+"""Budgets checked before allocating: memory, states, points.
+
+Every path that builds something sized by user input (a PRISM exploration, a truncated
+chain, a sweep grid, an export, a factorisation) predicts the bytes it needs first and
+asks :func:`require_memory`; over the budget, the user gets one line naming what would
+be built, its size and the budget, never a ``MemoryError`` after minutes of work.
+
+The memory budget is the memory the machine can still give (``MemAvailable``) times
+:data:`BUDGET_FRACTION`, or the environment variable ``EXACTQ_MEMORY_BUDGET`` (bytes,
+or a number with a unit: ``8GiB``, ``500MB``). No fixed cap: a machine with more
+memory builds more.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .errors import ExactqError
+
+__all__ = ["BudgetError", "available_memory", "memory_budget", "require_memory", "format_bytes", "parse_bytes",
+           "BUDGET_FRACTION"]
+
+#: share of the available memory one computation may plan to use
+BUDGET_FRACTION = 0.8
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
+          "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
+
+
+class BudgetError(ExactqError, MemoryError):
+    """What a computation would allocate exceeds the budget (the message names it, its size and the budget)."""
+
+
+def available_memory() -> int | None:
+    """Memory the machine can still give (``MemAvailable``), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return None
+
+
+def parse_bytes(text: str) -> int:
+    """``"8GiB"``, ``"500 MB"``, ``"1e9"`` as a number of bytes.
+
+    Examples
+    --------
+    >>> parse_bytes("2GiB"), parse_bytes("1.5e6"), parse_bytes("64 kb")
+    (2147483648, 1500000, 64000)
+    """
+    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"a memory size must look like 8GiB, 500MB or 1e9; got {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def memory_budget() -> int | None:
+    """The bytes one computation may plan to allocate (None where the machine does not say).
+
+    ``EXACTQ_MEMORY_BUDGET`` overrides the default of :data:`BUDGET_FRACTION` of the
+    available memory.
+    """
+    env = os.environ.get("EXACTQ_MEMORY_BUDGET")
+    if env:
+        try:
+            return parse_bytes(env)
+        except ValueError as exc:
+            raise BudgetError(f"EXACTQ_MEMORY_BUDGET: {exc}") from None
+    avail = available_memory()
+    return None if avail is None else int(avail * BUDGET_FRACTION)
+
+
+def format_bytes(n: float) -> str:
+    """A size for people: ``1.5 GiB``, ``312 MiB``, ``20 KiB``, ``12 B``.
+
+    Examples
+    --------
+    >>> format_bytes(3 * 2**30), format_bytes(1536 * 2**10), format_bytes(12)
+    ('3 GiB', '1.5 MiB', '12 B')
+    """
+    n = float(n)
+    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def require_memory(nbytes: float, what: str, *, hint: str = "") -> None:
+    """Raise :class:`BudgetError` if ``nbytes`` exceed the memory budget.
+
+    Parameters
+    ----------
+    nbytes : float
+        The predicted allocation (a bound is fine; ``inf`` always fails).
+    what : str
+        What would be allocated, naming the parameter that sizes it, e.g.
+        ``"the truncated chain (capacity=100000000: 1e8 states)"``.
+    hint : str
+        What the user can do instead (appended after a semicolon).
+
+    Examples
+    --------
+    >>> require_memory(1e3, "a tiny table")
+    >>> try:
+    ...     require_memory(float("inf"), "the grid (1e400 points)")
+    ... except BudgetError as e:
+    ...     print(str(e).split(",")[0])
+    the grid (1e400 points) would need about inf bytes
+    """
+    budget = memory_budget()
+    if nbytes != nbytes:  # NaN: the prediction itself failed
+        nbytes = float("inf")
+    if budget is None and nbytes != float("inf"):
+        return
+    if budget is None or nbytes > budget:
+        size = "inf bytes" if nbytes == float("inf") else format_bytes(nbytes)
+        limit = "unknown" if budget is None else format_bytes(budget)
+        tail = f"; {hint}" if hint else ""
+        raise BudgetError(f"{what} would need about {size}, above the memory budget of {limit} "
+                          f"(EXACTQ_MEMORY_BUDGET changes it){tail}")
