@@ -161,8 +161,9 @@ def reduce_to(mdp, st: RowStructure, maybe, rows_ok, fixed, reward=None, collaps
 # the iterations
 # ---------------------------------------------------------------------------------------
 def _converged(lo, hi, tol, atol) -> bool:
+    """``upper - lower <= 2 max(tol |mid|, atol)`` everywhere (``atol`` at least 1e-300: zero values meet)."""
     mid = 0.5 * (np.abs(lo) + np.abs(hi))
-    return bool(np.all(hi - lo <= 2.0 * np.maximum(tol * mid, atol)))
+    return bool(np.all(hi - lo <= 2.0 * np.maximum(tol * mid, max(atol, 1e-300))))
 
 
 def interval_iteration(red: Reduced, sense: str, lower, upper, *, tol: float, atol: float = 0.0,
@@ -209,11 +210,16 @@ def _lower_until_stable(red, sense, x, eps, maxiter):
 
 
 def _verify_upper(red, sense, u, tries: int = 8):
-    """Iterate ``u`` a few times; return a vector ``v`` with ``F(v) <= v`` (an upper bound), or None."""
+    """Iterate ``u`` a few times; return a vector ``v`` with ``F(v) <= v`` (an upper bound), or None.
+
+    The test allows the rounding of one backup (8 eps relative): where ``F(u) = u`` in
+    exact arithmetic (a state whose chosen choice earns nothing and stays), the float
+    backup may land one unit in the last place above.
+    """
     for _ in range(tries):
         fu, _ = backup(red.Q, red.b, u, red.starts, sense)
-        if np.all(fu <= u):
-            return fu  # F(fu) <= F(u) = fu by monotonicity
+        if np.all(fu <= u + 8 * _EPS * np.abs(u)):
+            return np.minimum(fu, u)  # F(F(u)) <= F(u) by monotonicity
         u = fu
     return None
 

@@ -290,7 +290,11 @@ def _value_iteration(P, r, groups, sense, v, tol, tau, maxiter, r_scale, lo_best
 
 
 def _linear_program(P, r, groups, st, sense):
-    """Puterman's (1994, sec. 8.8) linear program by HiGHS; returns (g, h)."""
+    """Puterman's (1994, sec. 8.8) linear program by HiGHS; returns ``(g, h, occupation, message)``.
+
+    ``occupation`` is the dual solution, the long-run frequency of every choice under
+    an optimal scheduler (Puterman 1994, Theorem 8.8.2).
+    """
     from scipy.optimize import linprog
 
     n, m = P.shape[1], P.shape[0]
@@ -299,13 +303,29 @@ def _linear_program(P, r, groups, st, sense):
     A = sp.hstack([sp.csr_matrix(np.ones((m, 1))), E - P], format="csr")
     bounds = [(None, None)] * (n + 1)
     bounds[1] = (0.0, 0.0)  # h(0) = 0
+    options = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
     if sense == "min":  # max g  s.t.  g + h - P h <= r
-        res = linprog(np.concatenate([[-1.0], np.zeros(n)]), A_ub=A, b_ub=r, bounds=bounds, method="highs")
+        res = linprog(np.concatenate([[-1.0], np.zeros(n)]), A_ub=A, b_ub=r, bounds=bounds, method="highs",
+                      options=options)
     else:  # min g  s.t.  g + h - P h >= r
-        res = linprog(np.concatenate([[1.0], np.zeros(n)]), A_ub=-A, b_ub=-r, bounds=bounds, method="highs")
+        res = linprog(np.concatenate([[1.0], np.zeros(n)]), A_ub=-A, b_ub=-r, bounds=bounds, method="highs",
+                      options=options)
     if res.status != 0:
         raise ConvergenceError(f"linear program: HiGHS ended with status {res.status} ({res.message})")
-    return float(res.x[0]), np.asarray(res.x[1:], dtype=float), str(res.message)
+    occupation = np.abs(np.asarray(res.ineqlin.marginals, dtype=float))
+    return float(res.x[0]), np.asarray(res.x[1:], dtype=float), occupation, str(res.message)
+
+
+def _occupation_scheduler(P, groups, st, occupation) -> np.ndarray:
+    """A scheduler from the LP's choice frequencies: the most frequent choice where a state is visited,
+    an attractor to the visited states elsewhere (Puterman 1994, Theorem 8.8.2 and sec. 9.5)."""
+    per_state = np.bincount(st.owner, weights=occupation, minlength=st.n_states)
+    visited = per_state > 1e-12 * max(float(per_state.max()), 1e-300)
+    best = np.maximum.reduceat(occupation, groups[:-1])
+    choice = greedy(occupation, best, groups, sense="max")
+    reached, nav = attractor(P, groups, visited, np.ones(P.shape[0], dtype=bool), structure=st)
+    out = np.where(visited, choice, nav)
+    return np.where(out >= 0, out, choice)
 
 
 def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=None, aperiodicity=0.05,
@@ -373,11 +393,22 @@ def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=
         h, lo, hi, nit, ok = _value_iteration(P, r, groups, sense, v0, tol, aperiodicity,
                                               MAXITER if maxiter is None else int(maxiter), r_scale)
     else:
-        g_lp, h, message = _linear_program(P, r, groups, st, sense)
+        # one side from the program's h (the constraints make L h - h >= g on every state for a minimum),
+        # the other from the exact value of the scheduler its dual solution describes
+        g_lp, h, occupation, message = _linear_program(P, r, groups, st, sense)
         out["lp_gain"], out["lp_message"] = g_lp, message
         lo, hi, _, _ = _span(P, r, h, starts, sense)
+        lp_choice = _occupation_scheduler(P, groups, st, occupation)
+        ev = evaluate_chain(P[lp_choice], r[lp_choice])
+        if sense == "min":
+            hi = min(hi, float(ev["upper"].max()))
+        else:
+            lo = max(lo, float(ev["lower"].min()))
+        out["stationary"] = ev.get("stationary")
     best, q = backup(P, r, h, starts, sense)
     out.update(lower=lo, upper=hi, bias=h, choice=greedy(q, best, groups, sense=sense), method=used, nit=nit)
+    if method == "linear-program":
+        out["choice"] = lp_choice
     if used == "policy-iteration" and out.get("factor") is not None:
         out["choice"] = choice  # the evaluated scheduler (greedy up to ties, and its law is known)
     if not _width_ok(lo, hi, tol, r_scale):

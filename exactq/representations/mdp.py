@@ -76,7 +76,7 @@ def _vector(x, n: int, what: str, dtype=float) -> np.ndarray:
         raise ModelError(f"{what} must have {n} entries; got {a.size}")
     if dtype is float and not np.all(np.isfinite(a)):
         bad = int(np.flatnonzero(~np.isfinite(a))[0])
-        raise ModelError(f"{what} must be finite; entry {bad} is {a[bad]!r}")
+        raise ModelError(f"{what} must be finite; entry {bad} is {float(a[bad])!r}")
     a = np.array(a, copy=True)
     a.flags.writeable = False
     return a
@@ -170,14 +170,14 @@ class MDP:
             bad = int(np.flatnonzero((P.data < 0) | ~np.isfinite(P.data))[0])
             row = int(np.searchsorted(P.indptr, bad, side="right") - 1)
             raise ModelError(f"transition probabilities must be finite and >= 0; choice {row} has "
-                             f"{P.data[bad]!r}")
+                             f"{float(P.data[bad]):.12g}")
         sums = np.asarray(P.sum(axis=1)).ravel()
         off = np.abs(sums - 1.0) > _ROW_SUM_TOL
         if np.any(off):
             bad = int(np.flatnonzero(off)[0])
             state = int(np.searchsorted(groups, bad, side="right") - 1)
             raise ModelError(f"the probabilities of every choice must sum to 1; choice {bad} (state {state}) "
-                             f"sums to {sums[bad]!r}")
+                             f"sums to {float(sums[bad]):.12g}")
         set_(self, "P", P)
         groups.flags.writeable = False
         set_(self, "row_groups", groups)
@@ -424,7 +424,7 @@ class Scheduler:
             sums = np.add.reduceat(w, mdp.row_groups[:-1])
             if np.any(np.abs(sums - 1) > _ROW_SUM_TOL):
                 s = int(np.flatnonzero(np.abs(sums - 1) > _ROW_SUM_TOL)[0])
-                raise ModelError(f"scheduler weights of state {s} sum to {sums[s]!r}, not 1")
+                raise ModelError(f"scheduler weights of state {s} sum to {float(sums[s]):.12g}, not 1")
 
     def weights_matrix(self, mdp: MDP) -> sp.csr_matrix:
         """(n_states, n_choices) sparse matrix of the choice probabilities in every state."""
@@ -550,7 +550,7 @@ class TotalReward:
         object.__setattr__(self, "steps", _steps(self.steps))
         r = self.mdp.reward(self.reward)
         if self.target is not None and r.size and r.min() < 0:
-            raise ModelError(f"rewards until a target must be >= 0; reward {self.reward_name} has {r.min()!r}")
+            raise ModelError(f"rewards until a target must be >= 0; reward {self.reward_name} has {float(r.min()):.12g}")
 
     @property
     def reward_name(self) -> str:
