@@ -416,9 +416,11 @@ class OptimalDispatch(Model):
         bmass = float(pi[edge].sum()) if mdp.truncation is not None else 0.0
         sens = None
         if mdp.truncation is not None and 0 < bmass < 0.5 and measure in ("mean_number", "holding_cost"):
+            # the value without the boundary states, renormalised, against the value of the same law (so that
+            # the law's rounding cancels), times the tail factor: the estimate every truncated chain uses
             rate = mdp.state_rewards[cost] * mdp.uniformisation_rate
             inner = float(pi[~edge] @ rate[~edge]) / float(pi[~edge].sum())
-            sens = abs(out["value"] - inner) * tail_factor(layers, pi)
+            sens = abs(float(pi @ rate) - inner) * tail_factor(layers, pi)
         elif mdp.truncation is not None and bmass >= 0.5:
             sens = math.inf
         out.update(boundary_mass=bmass, sensitivity=sens, info=info)

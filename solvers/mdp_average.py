@@ -149,11 +149,17 @@ class _UnichainFactor:
             g, h = g + dg, h + dh
         return g, h
 
-    def stationary(self) -> np.ndarray:
+    def stationary(self, P: sp.csr_matrix | None = None) -> np.ndarray:
+        """The stationary law; given ``P``, one step of iterative refinement of the visits ``y A = p``."""
         pi = np.zeros(self.n)
         pi[self.ref] = 1.0
         if self.lu is not None:
-            pi[self.keep] = np.maximum(self.lu.solve(self.p, trans="T"), 0.0)
+            y = self.lu.solve(self.p, trans="T")
+            if P is not None:
+                sub = P[self.keep][:, self.keep]
+                residual = self.p - (y - sub.T @ y)
+                y = y + self.lu.solve(residual, trans="T")
+            pi[self.keep] = np.maximum(y, 0.0)
         return pi / pi.sum()
 
 
@@ -194,7 +200,7 @@ def evaluate_chain(P: sp.csr_matrix, r: np.ndarray) -> dict:
         diff = r + P @ h - h
         lo, hi = float(diff.min()), float(diff.max())
         return {"gain": np.full(n, g), "lower": np.full(n, lo), "upper": np.full(n, hi), "closed_classes": 1,
-                "bias": h, "stationary": f.stationary()}
+                "bias": h, "stationary": f.stationary(P)}
     gains = np.zeros(count)
     for c in range(count):  # one solve per closed class (classes, not states)
         members = np.flatnonzero(klass == c)
@@ -378,7 +384,7 @@ def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=
                                                        10_000 if maxiter is None else int(maxiter), progress)
         used = "policy-iteration"
         if f is not None:
-            out["stationary"], out["factor"] = f.stationary(), f
+            out["stationary"], out["factor"] = f.stationary(P[choice]), f
         if stalled:
             out["policy_iteration"] = "a scheduler's chain had several closed classes; value iteration took over"
         lo, hi, best, q = _span(P, r, h, starts, sense)

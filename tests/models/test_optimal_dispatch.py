@@ -182,3 +182,17 @@ def test_command_line(capsys):
     assert len(out["info"]["policy"]["switching_curve"]) == 30
     code = main(["solve", "optimal-dispatch", "arrival_rate=1.5", "service_rates=2,1", "capacity=-1"])
     assert code == 2 and "capacity must be >= 1" in capsys.readouterr().err
+
+
+def test_reproduction_table_small(tmp_path):
+    from exactq.reproduce import reproduction_names
+    from exactq.reproduce.optimal_dispatch import dispatch_table
+
+    assert "optimal-dispatch" in reproduction_names()
+    rows = dispatch_table(systems=(((2.0, 1.0), 8), ((3.0, 2.0, 1.0), 4)), loads=(0.5, 0.8))
+    assert len(rows) == 4
+    for row in rows:
+        assert row["lower"] <= row["optimum"] <= row["upper"]
+        for h in ("jsq", "sed", "sa_jsq"):
+            assert row[h] >= row["lower"] - 1e-9 and row[f"gap_{h}"] > -1e-9
+    assert rows[0]["switching_curve"][0] == 1 and rows[0]["monotone"]
