@@ -170,7 +170,7 @@ def switching_curve(actions: np.ndarray, K: int) -> tuple[list, bool]:
 
     >>> a = np.array([[0, 0, 1], [1, 0, 1], [1, 1, 2]])
     >>> switching_curve(a, 2)
-    ([1, 2], True)
+    ([1, None], True)
     """
     to2 = np.asarray(actions)[:K, :K] == 1
     curve, monotone = [], True

@@ -88,8 +88,8 @@ def _sed_curve(rates, K):
     That is ``floor(mu1 (q2 + 1) / mu2)``, for ``q2 = 0 .. K-1`` (``None`` from ``K`` on);
     at equality SED splits the arrivals evenly.
 
-    >>> _sed_curve((2.0, 1.0), 4)
-    [2, 4, 6, None]
+    >>> _sed_curve((2.0, 1.0), 7)
+    [2, 4, 6, None, None, None, None]
     """
     import numpy as np
 
