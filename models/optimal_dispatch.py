@@ -329,9 +329,11 @@ class OptimalDispatch(Model):
         rates = {"number": total, "holding": q @ self.costs, "accepted": np.where(full, 0.0, lam),
                  "full": full.astype(float)}
         names = [f"queue{i + 1}" for i in range(n)] + ["lost"]
+        # every transition changes the total number of jobs by one: ordered by it, the LU is block banded
+        # (three servers, capacity 30: fill 2.9e6 against 5.0e6 by minimum degree; four servers: 2.1e6 / 1.6e7)
         return MDP.from_rates(R, groups, uniformisation_rate=lam + float(mu.sum()), state_reward_rates=rates,
                               actions=row_action, action_names=names, space=space, truncation=trunc,
-                              labels={"full": full})
+                              labels={"full": full}, ordering="level" if n >= 3 else "auto")
 
     # -- solving ------------------------------------------------------------------------------
     def optimal(self, measure: str, context) -> Result:

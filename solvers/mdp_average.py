@@ -81,7 +81,7 @@ from exactq.representations.mdp import MDP, LongRunAverage, MDPSolution, Schedul
 from .mdp import total_reward
 from .mdp_graph import RowStructure, attractor, backup, closed_classes, greedy, maximal_end_components
 
-__all__ = ["long_run_average", "evaluate_chain", "communicating_gain", "METHODS"]
+__all__ = ["long_run_average", "evaluate_chain", "communicating_gain", "state_order", "METHODS"]
 
 METHODS = ("auto", "policy-iteration", "value-iteration", "linear-program")
 #: default sweeps of relative value iteration
@@ -92,6 +92,29 @@ _EPS = np.finfo(float).eps
 # ---------------------------------------------------------------------------------------
 # one Markov chain
 # ---------------------------------------------------------------------------------------
+#: the smallest chain that ``ordering="auto"`` dissects (below, minimum degree is as good)
+ND_MIN_STATES = 2000
+
+
+def state_order(mdp: MDP) -> np.ndarray | None:
+    """The fill-reducing order of the states the MDP's ``ordering`` asks for (``None``: SuperLU's MMD).
+
+    ``level``: by the sum of the state variables; ``nested-dissection``: geometric
+    (:func:`exactq.solvers.ordering.nested_dissection`, separators as thick as the
+    largest change of each variable in one transition).
+    """
+    from .ordering import nested_dissection
+
+    kind = mdp.ordering
+    if mdp.space is None or kind == "mmd" or (kind == "auto" and mdp.n_states < ND_MIN_STATES):
+        return None
+    coords = np.asarray(mdp.space.states, dtype=np.int64)
+    if kind == "level":
+        return np.argsort(coords.sum(axis=1), kind="stable")
+    owner = np.repeat(mdp.state_of_choice, np.diff(mdp.P.indptr))
+    jumps = np.abs(coords[mdp.P.indices] - coords[owner]).max(axis=0)
+    return nested_dissection(coords, jumps)
+
 class _UnichainFactor:
     """One sparse LU for a unichain's gain, bias and stationary law, with ``ref`` recurrent.
 
@@ -106,22 +129,25 @@ class _UnichainFactor:
     usual ``h(ref) = 0`` / ``g`` column replacement has one) spoils the ordering.
     """
 
-    def __init__(self, P: sp.csr_matrix, ref: int):
+    def __init__(self, P: sp.csr_matrix, ref: int, order: np.ndarray | None = None):
         n = P.shape[0]
         require_memory(60.0 * (P.nnz + n) * 8, f"the sparse LU of a scheduler's chain ({n} states)")
-        keep = np.ones(n, dtype=bool)
-        keep[ref] = False
+        self.ordered = order is not None
+        order = np.arange(n) if order is None else np.asarray(order)
+        keep = order[order != ref]  # the other states, in the fill-reducing order (if any)
         self.n, self.ref, self.keep = n, ref, keep
         P = sp.csr_matrix(P)
         self.p = np.asarray(P[ref].toarray()).ravel()[keep]
-        self.p_self = float(P[ref, ref])
         self.ones = np.ones(n - 1)
         if n == 1:
             self.lu = None
             return
         A = (sp.identity(n - 1, format="csc") - P[keep][:, keep]).tocsc()
         try:
-            self.lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A")
+            # I - P' is a non-singular M-matrix: elimination on the diagonal is stable (no pivoting), which
+            # keeps a given fill-reducing order
+            self.lu = spla.splu(A, permc_spec="NATURAL" if self.ordered else "MMD_AT_PLUS_A",
+                                diag_pivot_thresh=0.0, options={"SymmetricMode": True})
         except RuntimeError as exc:  # "Factor is exactly singular": ref is not reached from every state
             raise NotApplicableError(f"the scheduler's chain is not unichain ({exc})") from None
 
@@ -168,7 +194,7 @@ def _reference(klass: np.ndarray) -> int:
     return int(np.flatnonzero(klass >= 0)[0])
 
 
-def evaluate_chain(P: sp.csr_matrix, r: np.ndarray) -> dict:
+def evaluate_chain(P: sp.csr_matrix, r: np.ndarray, *, order: np.ndarray | None = None) -> dict:
     """Gain of every state of a finite Markov chain with per-step reward ``r``, and its diagnostics.
 
     Unichain: ``g + h = r + P h`` with ``h(ref) = 0`` by one LU; ``lower``/``upper``
@@ -195,7 +221,7 @@ def evaluate_chain(P: sp.csr_matrix, r: np.ndarray) -> dict:
     n = P.shape[0]
     klass, count = closed_classes(P)
     if count == 1:
-        f = _UnichainFactor(P, _reference(klass))
+        f = _UnichainFactor(P, _reference(klass), order)
         g, h = f.gain_bias(r, P)
         diff = r + P @ h - h
         lo, hi = float(diff.min()), float(diff.max())
@@ -248,7 +274,7 @@ def _unichain_start(P, r, groups, st, sense) -> np.ndarray:
     return nav
 
 
-def _policy_iteration(P, r, groups, st, sense, choice, maxiter, progress):
+def _policy_iteration(P, r, groups, st, sense, choice, maxiter, progress, order=None):
     """Howard's policy iteration; returns (h, choice, improvements, factor or None, stalled)."""
     starts = groups[:-1]
     h = np.zeros(P.shape[1])
@@ -258,7 +284,7 @@ def _policy_iteration(P, r, groups, st, sense, choice, maxiter, progress):
         klass, count = closed_classes(Pd)
         if count != 1:
             return h, choice, it - 1, None, True
-        f = _UnichainFactor(Pd, _reference(klass))
+        f = _UnichainFactor(Pd, _reference(klass), order)
         g, h = f.gain_bias(r[choice], Pd)
         best, q = backup(P, r, h, starts, sense)
         # switch only for a gain above the noise: rounding of q, and the evaluation's own residual spread
@@ -335,7 +361,7 @@ def _occupation_scheduler(P, groups, st, occupation) -> np.ndarray:
 
 
 def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=None, aperiodicity=0.05,
-                       strict=False, start=None, progress=None, structure=None) -> dict:
+                       strict=False, start=None, progress=None, structure=None, order=None) -> dict:
     """The optimal gain of a communicating (or weakly communicating) MDP with span bounds.
 
     Parameters
@@ -358,6 +384,8 @@ def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=
         (int array of rows) to start policy iteration from.
     progress : callable, optional
         Called with a dict after every policy improvement.
+    order : (n_states,) int array, optional
+        A fill-reducing order of the states for the sparse LUs (:func:`state_order`).
 
     Returns
     -------
@@ -381,7 +409,7 @@ def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=
         choice = np.asarray(start, dtype=np.int64) if (start is not None and np.asarray(start).dtype.kind == "i") \
             else _unichain_start(P, r, groups, st, sense)
         h, choice, nit, f, stalled = _policy_iteration(P, r, groups, st, sense, choice,
-                                                       10_000 if maxiter is None else int(maxiter), progress)
+                                                       10_000 if maxiter is None else int(maxiter), progress, order)
         used = "policy-iteration"
         if f is not None:
             out["stationary"], out["factor"] = f.stationary(P[choice]), f
@@ -405,7 +433,7 @@ def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=
         out["lp_gain"], out["lp_message"] = g_lp, message
         lo, hi, _, _ = _span(P, r, h, starts, sense)
         lp_choice = _occupation_scheduler(P, groups, st, occupation)
-        ev = evaluate_chain(P[lp_choice], r[lp_choice])
+        ev = evaluate_chain(P[lp_choice], r[lp_choice], order=order)
         if sense == "min":
             hi = min(hi, float(ev["upper"].max()))
         else:
@@ -504,7 +532,8 @@ def long_run_average(problem: LongRunAverage, *, method: str = "auto", tol: floa
     scale = mdp.uniformisation_rate or 1.0
     unit = "per unit of time" if mdp.is_continuous_time else "per step"
     if problem.scheduler is not None:
-        out = evaluate_chain(mdp.induced(problem.scheduler), mdp.induced_reward(problem.scheduler, r))
+        out = evaluate_chain(mdp.induced(problem.scheduler), mdp.induced_reward(problem.scheduler, r),
+                             order=state_order(mdp))
         info = {"closed_classes": out["closed_classes"], "unit": unit, "seconds": time.perf_counter() - t0,
                 "evaluated": "the given scheduler (exact solve; lower/upper are its span bounds)"}
         return MDPSolution(out["lower"] * scale, out["upper"] * scale, problem.scheduler, "policy-evaluation",
@@ -517,7 +546,7 @@ def long_run_average(problem: LongRunAverage, *, method: str = "auto", tol: floa
     if n_mec == 1 and np.all(comp == 0):  # communicating: one constant gain
         res = communicating_gain(mdp.P, r, mdp.row_groups, sense, method=method, tol=tol, maxiter=maxiter,
                                  aperiodicity=aperiodicity, strict=strict, start=start, progress=progress,
-                                 structure=st)
+                                 structure=st, order=state_order(mdp))
         n = mdp.n_states
         info.update(communicating=True, seconds=time.perf_counter() - t0)
         for key in ("lp_gain", "lp_message", "policy_iteration"):

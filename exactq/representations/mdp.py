@@ -114,6 +114,14 @@ class MDP:
         docstring); ``None`` for a discrete-time MDP.
     truncation : Truncation, optional
         How an infinite model was made finite.
+    ordering : {"auto", "level", "nested-dissection", "mmd"}
+        The fill-reducing ordering the model recommends for the sparse LUs of its
+        schedulers' chains (as for :class:`~exactq.ctmc.CTMC`): ``level`` sorts the
+        states by the sum of their variables (block-banded factors; best when every
+        transition changes that sum by at most one, as the total number of jobs of a
+        queueing model), ``nested-dissection`` is geometric on the state vectors,
+        ``mmd`` SuperLU's minimum degree; ``auto``: nested dissection for 2,000 states
+        or more with a state space, else minimum degree.
 
     Raises
     ------
@@ -144,6 +152,7 @@ class MDP:
     initial: Any = 0
     uniformisation_rate: float | None = None
     truncation: Truncation | None = None
+    ordering: str = "auto"
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -205,6 +214,12 @@ class MDP:
         if init.size == 0 or init.min() < 0 or init.max() >= n_states:
             raise ModelError(f"initial must name states in 0..{n_states - 1}; got {self.initial!r}")
         set_(self, "initial", init if init.size > 1 else int(init[0]))
+        from ..ctmc import ORDERINGS
+
+        if self.ordering not in ORDERINGS:
+            raise ModelError(f"ordering must be one of {', '.join(ORDERINGS)}; got {self.ordering!r}")
+        if self.ordering in ("level", "nested-dissection") and self.space is None:
+            raise ModelError(f"ordering {self.ordering!r} needs the state vectors (space)")
         if self.uniformisation_rate is not None:
             lam = float(self.uniformisation_rate)
             if not (math.isfinite(lam) and lam > 0):
