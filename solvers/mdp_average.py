@@ -255,8 +255,13 @@ def _span(P, r, h, starts, sense):
     return float(d.min()), float(d.max()), best, q
 
 
-def _width_ok(lo, hi, tol, r_scale) -> bool:
-    return hi - lo <= tol * max(abs(lo), abs(hi), 0.0) or hi - lo <= 16 * _EPS * r_scale
+def _width_ok(lo, hi, tol, scale) -> bool:
+    """Span bounds within ``tol`` relative, or within the rounding of the backup that gave them.
+
+    ``scale`` is ``max |r| + max |h|``: one backup of ``h`` rounds at ``eps * scale``, so
+    a gain of 0 (or one small against the relative values) cannot be bracketed closer.
+    """
+    return hi - lo <= tol * max(abs(lo), abs(hi), 0.0) or hi - lo <= 64 * _EPS * scale
 
 
 def _unichain_start(P, r, groups, st, sense) -> np.ndarray:
@@ -316,7 +321,7 @@ def _value_iteration(P, r, groups, sense, v, tol, tau, maxiter, r_scale, lo_best
         lo_best, hi_best = max(lo_best, float(d.min())), min(hi_best, float(d.max()))
         v = new - new[ref]
         it += 1
-        if _width_ok(lo_best, hi_best, tol, r_scale):
+        if _width_ok(lo_best, hi_best, tol, r_scale + float(np.max(np.abs(v)))):
             return v, lo_best, hi_best, it, True
     return v, lo_best, hi_best, it, False
 
@@ -416,7 +421,7 @@ def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=
         if stalled:
             out["policy_iteration"] = "a scheduler's chain had several closed classes; value iteration took over"
         lo, hi, best, q = _span(P, r, h, starts, sense)
-        if (not _width_ok(lo, hi, tol, r_scale) and method == "auto") or stalled:
+        if (not _width_ok(lo, hi, tol, r_scale + float(np.max(np.abs(h)))) and method == "auto") or stalled:
             v, lo2, hi2, sweeps, ok = _value_iteration(P, r, groups, sense, h, tol, aperiodicity,
                                                        MAXITER, r_scale, lo, hi)
             lo, hi, h, nit = lo2, hi2, v, nit + sweeps
@@ -445,7 +450,7 @@ def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=
         out["choice"] = lp_choice
     if used == "policy-iteration" and out.get("factor") is not None:
         out["choice"] = choice  # the evaluated scheduler (greedy up to ties, and its law is known)
-    if not _width_ok(lo, hi, tol, r_scale):
+    if not _width_ok(lo, hi, tol, r_scale + float(np.max(np.abs(h)))):
         msg = (f"long-run average ({used}): span bounds [{lo:.12g}, {hi:.12g}] are wider than tol={tol:g} "
                "relative; they still enclose the optimal gain")
         if strict:
