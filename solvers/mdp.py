@@ -33,12 +33,19 @@ Unbounded objectives
    verification, and, after a few failures, the value of policy iteration's
    scheduler raised the same way.
    Iteration stops when ``upper - lower <= 2 max(tol |mid|, atol)`` in every state.
-4. **Policy iteration** with exact sparse solves (SuperLU) on the same reduced model
-   is the independent check (``method="policy-iteration"``); its values are exact up
-   to rounding, so ``lower = upper``. On the reduced model every scheduler reaches
-   the settled states almost surely (``Rmin``: policy iteration starts from the
-   attractor and stays proper, Bertsekas & Tsitsiklis 1991), so every solve is
-   non-singular.
+4. **Policy iteration** with exact sparse solves (SuperLU) on the same reduced model.
+   On the reduced model every scheduler reaches the settled states almost surely
+   (``Rmin``: policy iteration starts from the attractor and stays proper, Bertsekas &
+   Tsitsiklis 1991), so every solve is non-singular (an M-matrix). Its values ``x``
+   become *verified* bounds: with ``b >= 0``, ``(1 + d) x`` is a super-solution and
+   ``(1 - d) x`` a sub-solution of the Bellman operator, which one backup each
+   confirms (:func:`verified_bracket`; the same Knaster-Tarski argument as step 3).
+   This is ``method="auto"`` (a few sparse LUs instead of thousands of sweeps); interval
+   iteration takes over where an LU does not fit the memory budget, a system is
+   singular, or the values cannot be verified to ``tol`` (ill-conditioned systems:
+   expected times of 1e20 steps). ``method="interval-iteration"`` forces step 3,
+   the independent check; ``method="policy-iteration"`` returns the values alone
+   (``lower = upper``).
 
 The bounds hold in exact arithmetic; the floating-point rounding of the backups
 (relative ``~1e-16`` per backup) is not included.
@@ -71,13 +78,14 @@ import scipy.sparse.linalg as spla
 
 from exactq.budget import require_memory
 from exactq.catalogue import register_solver
-from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError
+from exactq.errors import ConvergenceError, ConvergenceWarning, ExactqError, ModelError
 from exactq.representations.mdp import MDPSolution, Reachability, Scheduler, TotalReward
 
 from .mdp_graph import (RowStructure, attractor, backup, greedy, maximal_end_components, prob0a, prob0e, prob1a,
                         prob1e, rows_inside)
 
 __all__ = ["reachability", "total_reward", "Reduced", "reduce_to", "interval_iteration", "policy_iteration",
+           "verified_bracket",
            "METHODS"]
 
 METHODS = ("auto", "interval-iteration", "policy-iteration")
@@ -225,12 +233,45 @@ def _verify_upper(red, sense, u, tries: int = 8):
 
 
 def _solve_policy(red: Reduced, choice: np.ndarray) -> np.ndarray:
-    """Exact (sparse LU) value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c``."""
+    """Exact (sparse LU) value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c``, one refinement step.
+
+    ``I - Q_c`` of a scheduler that leaves the reduced states almost surely is a
+    non-singular M-matrix, so the LU pivots on the diagonal.
+    """
     n = red.n
-    require_memory(40.0 * (red.Q[choice].nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
-    A = (sp.identity(n, format="csc") - red.Q[choice].tocsc()).tocsc()
-    x = spla.spsolve(A, red.b[choice])
+    Qc = red.Q[choice]
+    require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
+    A = (sp.identity(n, format="csc") - Qc.tocsc()).tocsc()
+    try:
+        lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    except RuntimeError as exc:  # exactly singular: the scheduler keeps an end component
+        raise ConvergenceError(f"policy iteration: a policy's linear system is singular ({exc})") from None
+    b = red.b[choice]
+    x = lu.solve(b)
+    x = x + lu.solve(b - A @ x)
     return np.atleast_1d(np.asarray(x, dtype=float))
+
+
+def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: float = 0.0):
+    """Bounds ``L <= x* <= U`` from an approximate fixpoint ``x``, each verified by one backup.
+
+    With rewards and probabilities ``b >= 0`` and ``x = F(x)``, ``U = (1 + d) x``
+    satisfies ``F(U) <= U`` and ``L = (1 - d) x`` satisfies ``F(L) >= L`` (each choice's
+    ``Q_c x <= x``); on a reduced model with a unique fixpoint that proves ``L <= x* <= U``,
+    and then also ``F(L) <= x* <= F(U)``, which are returned. ``d`` starts at 1e-13 and
+    grows (x100) until both tests pass with the rounding of one backup allowed (8 eps
+    relative), up to ``tol``. Returns ``(L, U)`` or ``None``.
+    """
+    d = 1e-13
+    while d <= max(tol, 1e-13):
+        U = x * (1 + d)
+        L = np.maximum(x * (1 - d), 0.0)
+        best, _ = backup(red.Q, red.b, np.column_stack([L, U]), red.starts, sense)
+        FL, FU = best[:, 0], best[:, 1]
+        if np.all(FU <= U + 8 * _EPS * np.abs(U)) and np.all(FL >= L - 8 * _EPS * np.abs(L)):
+            return np.maximum(np.minimum(FL, FU), L), np.maximum(np.minimum(FU, U), L)
+        d *= 100.0
+    return None
 
 
 def policy_iteration(red: Reduced, sense: str, choice: np.ndarray, *, maxiter: int = 10_000):
@@ -339,11 +380,23 @@ def _solve(mdp, st, red: Reduced, sense, method, upper_start, tol, atol, maxiter
     if red.n == 0:
         z = np.zeros(0)
         return z, z, np.zeros(0, dtype=np.int64), 0, info
-    if method == "policy-iteration":
+    if method in ("policy-iteration", "auto"):
         start = _proper_choice(red) if proper else greedy(*_backup0(red, sense), red.groups, sense=sense)
-        x, choice, nit = policy_iteration(red, sense, start)
-        info["improvements"] = nit
-        return x, x.copy(), choice, nit, info
+        try:
+            x, choice, nit = policy_iteration(red, sense, start)
+        except ExactqError as exc:  # a budget, a singular system: interval iteration needs neither
+            if method == "policy-iteration":
+                raise
+            info["policy_iteration"] = f"not used: {exc}"
+        else:
+            info["improvements"] = nit
+            if method == "policy-iteration":
+                return x, x.copy(), choice, nit, info
+            bracket = verified_bracket(red, sense, x, tol, atol)
+            if bracket is not None and _converged(*bracket, tol, atol):
+                info["bounds"] = "policy iteration's values, lowered and raised, verified by one backup each"
+                return bracket[0], bracket[1], choice, nit, info
+            info["policy_iteration"] = "its values could not be verified to tol; interval iteration took over"
     lower = np.zeros(red.n)
     nit = 0
     if isinstance(upper_start, str):
@@ -388,6 +441,14 @@ def _solve(mdp, st, red: Reduced, sense, method, upper_start, tol, atol, maxiter
     return lo, hi, choice, nit, info
 
 
+def _method_used(method: str, info: dict) -> str:
+    if method == "policy-iteration":
+        return "policy-iteration"
+    if "bounds" in info:
+        return "policy-iteration (verified bounds)"
+    return "interval-iteration"
+
+
 def _backup0(red, sense):
     best, q = backup(red.Q, red.b, np.zeros(red.n), red.starts, sense)
     return q, best
@@ -396,8 +457,9 @@ def _backup0(red, sense):
 # ---------------------------------------------------------------------------------------
 # the public solvers
 # ---------------------------------------------------------------------------------------
-@register_solver(Reachability, name="interval-iteration", options=("method", "tol", "atol", "maxiter", "strict"),
-                 doc="Pmax/Pmin of (constraint U target): graph precomputation, MEC collapse, interval iteration")
+@register_solver(Reachability, name="value-bounds", options=("method", "tol", "atol", "maxiter", "strict"),
+                 doc="Pmax/Pmin of (constraint U target) with enclosing bounds: graph precomputation, MEC collapse, "
+                     "policy iteration with verified bounds or interval iteration")
 def reachability(problem: Reachability, *, method: str = "auto", tol: float = 1e-9, atol: float = 0.0,
                  maxiter: int | None = None, strict: bool = False) -> MDPSolution:
     """``Pmax`` / ``Pmin`` of ``constraint U target`` (or ``U<=k``) from every state (module docstring).
@@ -406,7 +468,10 @@ def reachability(problem: Reachability, *, method: str = "auto", tol: float = 1e
     ----------
     problem : Reachability
     method : {"auto", "interval-iteration", "policy-iteration"}
-        ``auto`` is interval iteration.
+        ``auto``: policy iteration, its values turned into bounds verified by one
+        backup each (:func:`verified_bracket`); interval iteration where that fails (a
+        memory budget, a singular or ill-conditioned system) or the verified bounds are
+        wider than ``tol``. ``policy-iteration``: its values alone (``lower = upper``).
     tol, atol : float
         Stop when ``upper - lower <= 2 max(tol |value|, atol)`` in every maybe state.
     maxiter : int, optional
@@ -453,9 +518,9 @@ def reachability(problem: Reachability, *, method: str = "auto", tol: float = 1e
     fixed = one.astype(float)
     red = reduce_to(mdp, st, maybe, np.ones(mdp.n_choices, dtype=bool), fixed,
                     collapse=np.ones(mdp.n_choices, dtype=bool) if sense == "max" else None)
-    method_used = "policy-iteration" if method == "policy-iteration" else "interval-iteration"
-    lo, hi, choice, nit, info = _solve(mdp, st, red, sense, method_used, 1.0, tol, atol, maxiter, strict,
+    lo, hi, choice, nit, info = _solve(mdp, st, red, sense, method, 1.0, tol, atol, maxiter, strict,
                                        f"P{sense}")
+    method_used = _method_used(method, info)
     lower, upper = fixed.copy(), fixed.copy()
     lower[maybe], upper[maybe] = lo[red.klass[maybe]], hi[red.klass[maybe]]
     np.clip(lower, 0.0, 1.0, out=lower)
@@ -501,8 +566,9 @@ def _bounded_reach(mdp, st, target, constraint, sense, steps, t0) -> MDPSolution
                                                  "step's", "seconds": time.perf_counter() - t0})
 
 
-@register_solver(TotalReward, name="interval-iteration", options=("method", "tol", "atol", "maxiter", "strict"),
-                 doc="Rmax/Rmin until a target (interval iteration with verified upper bounds), or C<=k")
+@register_solver(TotalReward, name="value-bounds", options=("method", "tol", "atol", "maxiter", "strict"),
+                 doc="Rmax/Rmin until a target with enclosing bounds (policy iteration verified, or interval "
+                     "iteration), or C<=k")
 def total_reward(problem: TotalReward, *, method: str = "auto", tol: float = 1e-9, atol: float = 0.0,
                  maxiter: int | None = None, strict: bool = False) -> MDPSolution:
     """``Rmax`` / ``Rmin`` of the reward until ``target`` (``F``), or over ``steps`` (``C<=k``).
@@ -543,9 +609,9 @@ def total_reward(problem: TotalReward, *, method: str = "auto", tol: float = 1e-
         upper_start = "attractor"
     maybe = finite & ~target
     red = reduce_to(mdp, st, maybe, ok_rows, np.zeros(mdp.n_states), reward=r, collapse=collapse)
-    method_used = "policy-iteration" if method == "policy-iteration" else "interval-iteration"
-    lo, hi, choice, nit, info = _solve(mdp, st, red, sense, method_used, upper_start, tol, atol, maxiter, strict,
+    lo, hi, choice, nit, info = _solve(mdp, st, red, sense, method, upper_start, tol, atol, maxiter, strict,
                                        f"R{sense}", proper=sense == "min")
+    method_used = _method_used(method, info)
     lower = np.where(finite, 0.0, np.inf)
     upper = lower.copy()
     lower[maybe], upper[maybe] = lo[red.klass[maybe]], hi[red.klass[maybe]]

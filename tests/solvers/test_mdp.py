@@ -222,7 +222,7 @@ def test_gamblers_ruin_with_a_stop_choice():
         for j, v in row.items():
             P[i, j] = v
     m = MDP(P.tocsr(), groups, labels={"top": np.arange(N + 1) == N})
-    sol = reachability(Reachability(m, "top", "max"), tol=1e-12)
+    sol = reachability(Reachability(m, "top", "max"), tol=1e-12, method="interval-iteration")
     q = (1 - p) / p
     exact = (1 - q ** np.arange(N + 1)) / (1 - q ** N)
     encloses(sol, exact, rtol=4e-12)
@@ -241,8 +241,9 @@ def test_reachability_encloses_the_optimum_over_all_schedulers(seed, n, sense, c
     c = m.labels["c"] if constrained else np.ones(n, dtype=bool)
     ref = brute(m, sense, lambda P, s: chain_until(P, t, c))
     problem = Reachability(m, t, sense, constraint=c if constrained else None)
+    for method in ("auto", "interval-iteration"):
+        encloses(reachability(problem, method=method), ref)
     sol = reachability(problem)
-    encloses(sol, ref)
     pi = reachability(problem, method="policy-iteration")
     np.testing.assert_allclose(pi.lower, ref, atol=1e-12)
     # the returned scheduler attains the optimum
@@ -299,8 +300,9 @@ def test_total_reward_encloses_the_optimum_over_all_schedulers(seed, n, sense):
     m = random_mdp(seed, n, density=0.45)
     t = m.labels["t"]
     ref = brute(m, sense, lambda P, s: chain_total(P, m.induced_reward(s, "r"), t))
+    for method in ("auto", "interval-iteration"):
+        encloses(total_reward(TotalReward(m, "r", sense, target=t), method=method), ref)
     sol = total_reward(TotalReward(m, "r", sense, target=t))
-    encloses(sol, ref)
     pi = total_reward(TotalReward(m, "r", sense, target=t), method="policy-iteration")
     fin = np.isfinite(ref)
     np.testing.assert_allclose(pi.lower[fin], ref[fin], rtol=1e-10, atol=1e-12)
@@ -325,11 +327,14 @@ def test_non_convergence_warns_and_keeps_valid_bounds():
     P[0, 0], P[N, N] = 1, 1
     m = MDP(P.tocsr(), np.arange(N + 2), labels={"top": np.arange(N + 1) == N})
     with pytest.warns(ConvergenceWarning, match="still enclose"):
-        sol = reachability(Reachability(m, "top", "max"), maxiter=20)
+        sol = reachability(Reachability(m, "top", "max"), maxiter=20, method="interval-iteration")
     exact = np.arange(N + 1) / N
     assert np.all(sol.lower <= exact + 1e-15) and np.all(exact <= sol.upper + 1e-15)
     with pytest.raises(ConvergenceError):
-        reachability(Reachability(m, "top", "max"), maxiter=20, strict=True)
+        reachability(Reachability(m, "top", "max"), maxiter=20, strict=True, method="interval-iteration")
+    auto = reachability(Reachability(m, "top", "max"))  # policy iteration, verified: no sweeps at all
+    assert auto.method == "policy-iteration (verified bounds)"
+    assert np.all(auto.lower <= exact + 1e-15) and np.all(exact <= auto.upper + 1e-15)
 
 
 # ------------------------------------------------------------------------- Storm
@@ -362,7 +367,8 @@ def test_against_storm_sound_value_iteration(seed):
     m = random_mdp(seed, 30, max_choices=3, density=0.1)
     stormpy, smdp = _storm_mdp(m)
     env = stormpy.environments.default(smdp)  # sound mode
-    for text, ours in [('Pmax=? [ "c" U "t" ]', reachability(Reachability(m, "t", "max", constraint="c"))),
+    for text, ours in [('Pmax=? [ "c" U "t" ]', reachability(Reachability(m, "t", "max", constraint="c"),
+                                                            method="interval-iteration")),
                        ('Pmin=? [ F "t" ]', reachability(Reachability(m, "t", "min"))),
                        ('R{"r"}min=? [ F "t" ]', total_reward(TotalReward(m, "r", "min", target="t"))),
                        ('R{"r"}max=? [ F "t" ]', total_reward(TotalReward(m, "r", "max", target="t")))]:
