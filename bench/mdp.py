@@ -145,7 +145,7 @@ def _emit(result: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- workers
-def worker_exactq(engine: str, path: str, kind: str) -> None:
+def worker_exactq(engine: str, path: str, kind: str, only: str) -> None:
     import warnings
 
     import numpy as np
@@ -188,6 +188,8 @@ def worker_exactq(engine: str, path: str, kind: str) -> None:
                  (f"{lra}:linear-program",
                   lambda: long_run_average(LongRunAverage(mdp, rname, lra_sense), method="linear-program"))]
     for name, fn in jobs:
+        if name.split("@")[0].split(":")[0] != only:
+            continue
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t = time.perf_counter()
@@ -205,7 +207,7 @@ def worker_exactq(engine: str, path: str, kind: str) -> None:
     _emit(out)
 
 
-def worker_storm(engine: str, path: str, kind: str) -> None:
+def worker_storm(engine: str, path: str, kind: str, only: str) -> None:
     import numpy as np
     import stormpy
     import stormpy.info
@@ -239,7 +241,7 @@ def worker_storm(engine: str, path: str, kind: str) -> None:
     build = time.perf_counter() - t0
     out = {"build_seconds": build, "properties": {}, "flags": flags, "storm_version": stormpy.info.storm_version()}
     for name, text in PROPS[kind]:
-        if engine == "storm_lp" and not name.startswith("LRA"):
+        if name != only or (engine == "storm_lp" and not name.startswith("LRA")):
             continue
         t = time.perf_counter()
         try:
@@ -310,15 +312,15 @@ def dispatch_targets() -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worker", nargs=3, metavar=("ENGINE", "NPZ", "KIND"))
+    ap.add_argument("--worker", nargs=4, metavar=("ENGINE", "NPZ", "KIND", "PROPERTY"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     if args.worker:
-        engine, path, kind = args.worker
-        (worker_storm if engine.startswith("storm") else worker_exactq)(engine, path, kind)
+        engine, path, kind, only = args.worker
+        (worker_storm if engine.startswith("storm") else worker_exactq)(engine, path, kind, only)
         return 0
     cases = ["dispatch2"] if args.quick else list(CASES)
     engines = ["exactq", "exactq_pi", "exactq_lra", *STORM]
@@ -332,11 +334,29 @@ def main(argv=None) -> int:
             kind = "dispatch" if case.startswith("dispatch") else "random"
             entry = {"model": meta, "engines": {}}
             for engine in engines:
-                runs = []
-                for _ in range(args.repeats if meta["n_states"] < 20_000 else 1):
-                    _log(f"{case} {engine} (load {os.getloadavg()[0]:.1f})")
-                    runs.append(run_worker([engine, path, kind], args.timeout))
-                entry["engines"][engine] = _summarise(runs)
+                merged: dict = {"status": "ok", "properties": {}}
+                for prop, _text in PROPS[kind]:
+                    if (engine == "storm_lp" or engine == "exactq_lra") and not prop.startswith("LRA"):
+                        continue
+                    runs = []
+                    for _ in range(args.repeats if meta["n_states"] < 20_000 else 1):
+                        _log(f"{case} {engine} {prop} (load {os.getloadavg()[0]:.1f})")
+                        run = run_worker([engine, path, kind, prop], args.timeout)
+                        runs.append(run)
+                        if run["status"] != "ok":  # a timeout or a failure is not repeated
+                            break
+                    summary = _summarise(runs)
+                    if summary["status"] != "ok":
+                        merged["properties"][prop] = {"status": summary["status"],
+                                                      "error": str(runs[-1].get("error", ""))[-300:],
+                                                      "timeout_seconds": runs[-1].get("timeout_seconds")}
+                        continue
+                    merged["properties"].update(summary["properties"])
+                    merged.setdefault("build_seconds_median", summary["build_seconds_median"])
+                    merged["peak_rss_bytes"] = max(merged.get("peak_rss_bytes", 0), summary["peak_rss_bytes"])
+                    if "log_warnings" in summary:
+                        merged.setdefault("log_warnings", []).extend(summary["log_warnings"][:3])
+                entry["engines"][engine] = merged
             entry["ratios"] = _ratios(entry["engines"])
             doc["cases"][case] = entry
     doc["dispatch_targets"] = dispatch_targets()

@@ -264,9 +264,29 @@ def _width_ok(lo, hi, tol, scale) -> bool:
     return hi - lo <= tol * max(abs(lo), abs(hi), 0.0) or hi - lo <= 64 * _EPS * scale
 
 
+#: sweeps of relative value iteration whose greedy scheduler starts policy iteration
+WARM_SWEEPS = 64
+
+
 def _unichain_start(P, r, groups, st, sense) -> np.ndarray:
-    """A scheduler whose chain is unichain: the myopic one if it is, else an attractor to one state."""
-    best = (np.maximum if sense == "max" else np.minimum).reduceat(r, groups[:-1])
+    """A unichain scheduler to start policy iteration from.
+
+    The greedy scheduler of ``WARM_SWEEPS`` sweeps of relative value iteration if its
+    chain is unichain (a cheap look ahead: on the two-server dispatch MDP it cuts
+    policy iteration from 42 improvements to a handful), else the myopic one, else an
+    attractor to state 0.
+    """
+    v = np.zeros(P.shape[1])
+    opt = np.maximum if sense == "max" else np.minimum
+    for _ in range(WARM_SWEEPS):  # sweeps, not states
+        q = 0.5 * (P @ v) + r
+        v = opt.reduceat(q, groups[:-1]) + 0.5 * v
+        v -= v[0]
+    q = r + P @ v
+    choice = greedy(q, opt.reduceat(q, groups[:-1]), groups, sense=sense)
+    if closed_classes(P[choice])[1] == 1:
+        return choice
+    best = opt.reduceat(r, groups[:-1])
     choice = greedy(r, best, groups, sense=sense)
     if closed_classes(P[choice])[1] == 1:
         return choice
