@@ -9,7 +9,7 @@
     exactq solve FILE.sm CONST=value ... [--measure reward:NAME|label:NAME] [...]
     exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--const N=3,T=10] [--strict] [--json]
     exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
-    exactq reproduce NAME [--out DIR] [--full]
+    exactq reproduce NAME [--out DIR] [--full] [--progress | --no-progress]
     exactq sweep MODEL key=value ... --over NAME=SPEC [--over ...] --out results.csv|.json|.parquet
                  [--measure M] [--method NAME] [--tol X] [--backend processes|serial|dask]
                  [--scheduler tcp://HOST:PORT] [--workers N] [--force] [--warm-start]
@@ -101,6 +101,8 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="directory for JSON tables and figures")
     r.add_argument("--full", action="store_true",
                    help="paper-scale run (tighter tolerances, larger chains; minutes)")
+    r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a status line on stderr (table, point, elapsed, time left); default: on a terminal only")
 
     w = sub.add_parser("sweep", help="solve a model over a grid of parameters into a table (exit 1 if a point failed)")
     w.add_argument("model")
@@ -509,11 +511,19 @@ def _cmd_export(args) -> None:
 def _cmd_reproduce(args) -> None:
     from .reproduce import reproduce, reproduction_names
 
+    from .progress import status_line
+
     if not args.name:
         for k, v in reproduction_names().items():
             print(f"{k}: {v}")
         return
-    print(reproduce(args.name, args.out, full=args.full))
+    line = status_line(args.progress, sys.stderr)
+    try:
+        text = reproduce(args.name, args.out, full=args.full, progress=line)
+    finally:
+        if line is not None:
+            line.close()
+    print(text)
 
 
 def main(argv=None) -> int:
