@@ -23,6 +23,7 @@ and solvers only through this catalogue.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -236,12 +237,18 @@ def register_certifier(representation: type, *, doc: str):
     return deco
 
 
-def certify_representation(rep: Any, solution: Any = None) -> Any:
-    """The certified enclosure of ``rep``'s solution (``NotApplicableError`` if none is registered)."""
+def certify_representation(rep: Any, solution: Any = None, *, progress: Callable | None = None) -> Any:
+    """The certified enclosure of ``rep``'s solution (``NotApplicableError`` if none is registered).
+
+    ``progress`` (job events of :mod:`exactq.progress`) goes to certifiers that accept it.
+    """
     _load()
     for cls in type(rep).__mro__:
         if cls in _CERTIFIERS:
-            return _CERTIFIERS[cls][0](rep, solution)
+            fn = _CERTIFIERS[cls][0]
+            if progress is not None and "progress" in inspect.signature(fn).parameters:
+                return fn(rep, solution, progress=progress)
+            return fn(rep, solution)
     raise NotApplicableError(f"no certificate is registered for the {type(rep).__name__} representation")
 
 

@@ -5,6 +5,7 @@
     exactq models [--json]
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
                  [--truncation N] [--time-limit S] [--verify] [--certify] [--strict] [--no-lump] [--json]
+                 [--progress | --no-progress]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--time-limit S] [--json]
     exactq solve FILE.sm CONST=value ... [--measure reward:NAME|label:NAME] [...]
     exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--const N=3,T=10] [--strict] [--json]
@@ -70,6 +71,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-lump", action="store_true", help="solve the full chain, not the symmetry-lumped one")
     s.add_argument("--option", action="append", default=[], metavar="key=value",
                    help="a method option (repeatable), e.g. --option solver=SCS for the convex method")
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="truncation and certificate progress on stderr; default: on a terminal, not with --json")
     s.add_argument("--json", action="store_true")
 
     c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC, or PRISM properties on a "
@@ -326,9 +329,14 @@ def _cmd_solve(args) -> None:
 
 
 def _progress_line(args):
-    """The truncation progress line on a terminal (not under --json), else None."""
-    from .progress import TruncationLine, is_terminal
+    """The truncation progress line on a terminal (not under --json), else None; ``--progress`` forces it."""
+    from .progress import StatusLine, TruncationLine, is_terminal
 
+    wanted = getattr(args, "progress", None)
+    if wanted is False:
+        return None
+    if wanted is True:
+        return TruncationLine(sys.stderr) if is_terminal(sys.stderr) else StatusLine(sys.stderr, live=False)
     return TruncationLine(sys.stderr) if not args.json and is_terminal(sys.stderr) else None
 
 

@@ -36,7 +36,6 @@ DPI = 120
 _INSIDE = ("best", "upper right", "upper left", "lower left", "lower right", "center right", "center left",
            "upper center", "lower center", "center")
 _INTEGER = "_exactq_integer_axes"
-_SHARED = "_exactq_shared_legend"
 
 
 def new_axes(nrows: int = 1, ncols: int = 1, *, figsize=(6, 4), squeeze: bool = True, **kwargs):
@@ -152,7 +151,7 @@ def _artist_hits(artist, box, dpi: float) -> bool:
     from matplotlib.patches import Patch
     from matplotlib.transforms import Bbox
 
-    if not artist.get_visible():
+    if not artist.get_visible() or artist.get_alpha() == 0:
         return False
     box = _clip(box, artist)
     if box is None:
@@ -206,22 +205,13 @@ def _data_artists(fig) -> list:
     return out
 
 
-def _has_points(artist) -> bool:
-    """Whether an artist has at least one finite drawable point (a legend entry needs one)."""
-    from matplotlib.collections import PathCollection
-    from matplotlib.lines import Line2D
+def _has_points(artist, dpi: float = 100.0) -> bool:
+    """Whether an artist draws at least one point inside its clip box (a legend entry needs one).
 
-    if isinstance(artist, Line2D):
-        return bool(_finite_rows(_line_display(artist)).any())
-    if isinstance(artist, PathCollection):
-        return bool(_finite_rows(_collection_offsets(artist)).any())
-    if hasattr(artist, "get_paths"):
-        trans = artist.get_transform()
-        return any(_finite_rows(trans.transform_path(p).vertices).any() for p in artist.get_paths()
-                   if len(p.vertices))
-    if hasattr(artist, "get_path"):
-        return bool(_finite_rows(artist.get_transform().transform_path(artist.get_path()).vertices).any())
-    return True
+    Non-finite values draw nothing, and neither do values a log axis clips far outside the axes.
+    """
+    box = (-math.inf, -math.inf, math.inf, math.inf)
+    return _artist_hits(artist, box, dpi) if artist.get_visible() else False
 
 
 def legend_entries(axes: Iterable) -> tuple[list, list[str]]:
@@ -230,7 +220,7 @@ def legend_entries(axes: Iterable) -> tuple[list, list[str]]:
     for ax in axes:
         hs, ls = ax.get_legend_handles_labels()
         for h, lab in zip(hs, ls):
-            if lab in seen or not _has_points(h):
+            if lab in seen or not _has_points(h, ax.figure.dpi):
                 continue
             seen.add(lab)
             handles.append(h)
@@ -243,9 +233,9 @@ def _legends(fig) -> list:
     return out + list(fig.legends)
 
 
-def _renderer(fig, draw: bool = True):
-    """An Agg renderer for ``fig``; ``draw=False`` skips the drawing (legend boxes and layout are
-    computed on demand from the renderer alone, which is enough while placing legends)."""
+def _renderer(fig, draw: bool = False):
+    """An Agg renderer for ``fig``; without ``draw`` nothing is drawn (legend boxes, the layout and the
+    view limits are computed on demand from the renderer alone, which is all the checks need)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
@@ -257,7 +247,7 @@ def _renderer(fig, draw: bool = True):
 def legend_overlaps(legend, fig=None, renderer=None) -> list[str]:
     """The artists (by label, or type) of ``fig`` whose drawn data the legend's box covers.
 
-    Call after the figure is laid out; the figure is drawn to find the box.
+    Call after the figure is laid out (nothing is drawn: the box is computed from the renderer).
 
     Examples
     --------
@@ -273,7 +263,7 @@ def legend_overlaps(legend, fig=None, renderer=None) -> list[str]:
     []
     """
     fig = fig if fig is not None else legend.get_figure(root=True)
-    renderer = renderer or _renderer(fig)
+    renderer = renderer or _renderer(fig, draw=False)
     b = legend.get_window_extent(renderer)
     box = (b.x0, b.y0, b.x1, b.y1)
     hits = []
@@ -293,8 +283,13 @@ def _legend_kw(legend_kw: dict | None, n_entries: int) -> dict:
 def place_legends(fig, *, shared: bool = False, legend_kw: dict | None = None, layout: bool = True) -> dict:
     """Legends of ``fig`` placed where they cover no data (module docstring); returns where each went.
 
-    ``shared=True`` draws one legend for all axes (their entries merged by label),
-    outside to the right of the figure; otherwise one per axes that has entries.
+    ``shared=True`` draws one legend for all axes (their entries merged by label) at the
+    right edge of a figure widened to hold it; otherwise one per axes that has entries,
+    at the first of matplotlib's ``best`` and the nine fixed positions that covers no
+    data, else outside the axes on the right (the figure widened by the legend's width,
+    so that the axes keep their size). Nothing is drawn: the boxes come from the
+    renderer, and the layout (``tight_layout``) is computed once, and again only if a
+    legend went outside.
     """
     placements: dict = {}
     for ax in fig.axes:
@@ -305,46 +300,43 @@ def place_legends(fig, *, shared: bool = False, legend_kw: dict | None = None, l
         leg.remove()
     if shared:
         handles, labels = legend_entries(fig.axes)
+        if layout:
+            fig.tight_layout()
         if handles:
-            fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5),
-                       **_legend_kw(legend_kw, len(labels)))
+            leg = fig.legend(handles, labels, loc="center right", bbox_to_anchor=(1.0, 0.5),
+                             **_legend_kw(legend_kw, len(labels)))
+            width = leg.get_window_extent(_renderer(fig)).width / fig.dpi + 0.15
+            old_width = fig.get_figwidth()
+            fig.set_size_inches(old_width + width, fig.get_figheight())
+            if layout:
+                fig.tight_layout(rect=(0.0, 0.0, old_width / (old_width + width), 1.0))
             placements["figure"] = "outside right"
-        if layout:
-            fig.tight_layout()
         return placements
-    todo = []
-    for ax in fig.axes:
+    if layout:
+        fig.tight_layout()
+    renderer = _renderer(fig)
+    outside = False
+    for i, ax in enumerate(fig.axes):
         handles, labels = legend_entries([ax])
-        if handles:
-            kw = _legend_kw(legend_kw, len(labels))
-            todo.append((ax, handles, labels, kw))
-    tries = {id(ax): 0 for ax, *_ in todo}
-    for _round in range(len(_INSIDE) + 2):
-        for ax, handles, labels, kw in todo:
-            k = tries[id(ax)]
-            if ax.get_legend() is not None:
-                ax.get_legend().remove()
-            if k < len(_INSIDE):
-                ax.legend(handles, labels, loc=_INSIDE[k], **kw)
-                placements[id(ax)] = _INSIDE[k]
-            else:
-                leg = ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-                                **kw)
-                if placements.get(id(ax)) != "outside right":  # widen the figure by the legend, once
-                    width = leg.get_window_extent(_renderer(fig, draw=False)).width / fig.dpi
-                    fig.set_size_inches(fig.get_figwidth() + width + 0.2, fig.get_figheight())
-                placements[id(ax)] = "outside right"
-        if layout:
-            fig.tight_layout()
-        renderer = _renderer(fig, draw=False)
-        moved = False
-        for ax, *_ in todo:
-            if tries[id(ax)] < len(_INSIDE) and legend_overlaps(ax.get_legend(), fig, renderer):
-                tries[id(ax)] += 1
-                moved = True
-        if not moved:
-            break
-    return {ax.get_title() or f"axes {i}": placements[id(ax)] for i, (ax, *_) in enumerate(todo)}
+        if not handles:
+            continue
+        kw = _legend_kw(legend_kw, len(labels))
+        name = ax.get_title() or f"axes {i}"
+        for loc in _INSIDE:
+            leg = ax.legend(handles, labels, loc=loc, **kw)
+            if not legend_overlaps(leg, fig, renderer):
+                placements[name] = loc
+                break
+            leg.remove()
+        else:
+            leg = ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kw)
+            width = leg.get_window_extent(renderer).width / fig.dpi
+            fig.set_size_inches(fig.get_figwidth() + width + 0.2, fig.get_figheight())
+            placements[name] = "outside right"
+            outside = True
+    if outside and layout:
+        fig.tight_layout()
+    return placements
 
 
 def figure_problems(fig) -> list[str]:
@@ -359,7 +351,7 @@ def figure_problems(fig) -> list[str]:
     >>> figure_problems(fig)
     ["legend of axes 0 covers 'falling'", "legend of axes 0 lists 'empty', which has no finite point"]
     """
-    renderer = _renderer(fig)
+    renderer = _renderer(fig, draw=False)
     problems = []
     for i, ax in enumerate(fig.axes):
         name = ax.get_title() or f"axes {i}"
@@ -389,7 +381,7 @@ def _empty_entries(legend, axes: Sequence, name: str) -> list[str]:
     for text in legend.get_texts():
         label = text.get_text()
         artists = labelled.get(label, [])
-        if not any(_has_points(a) for a in artists):
+        if not any(_has_points(a, legend.figure.dpi) for a in artists):
             out.append(f"legend of {name} lists {label!r}, which has no finite point")
     return out
 
@@ -404,7 +396,7 @@ def save(fig, path: str | Path | None, *, shared_legend: bool = False, legend_kw
     place_legends(fig, shared=shared_legend, legend_kw=legend_kw)
     problems = figure_problems(fig)
     if path is not None:
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        fig.savefig(path, dpi=dpi)
     return problems
 
 
