@@ -208,7 +208,7 @@ def test_lower_rule_is_a_lower_bound_and_increases():
                                 dict(servers=4, d=3, arrival_rate=0.7, error="independent", eps=0.3)])
 def test_bounds_bracket_the_exact_value(kw):
     m = pod(**kw)
-    exact = exactq.solve(m, tol=1e-9)
+    exact = exactq.solve(m, tol=1e-7)  # within 1e-7 of the truth; the gap to the lower bound is ~3e-5
     opts = {"lower_states": 20_000, "max_phases": 250}
     b = exactq.solve(m, "mean_response_time", method="bounds", options=opts)
     assert b.method == "bounds/coupling" and b.n_states == b.info["lower"]["n_states"]
@@ -314,7 +314,8 @@ def test_reproduction_tables_at_a_tiny_scale(monkeypatch, tmp_path):
     monkeypatch.setattr(repro, "SERVERS", (2, 3))
     monkeypatch.setattr(repro, "LOADS", (0.5,))
     monkeypatch.setattr(repro, "SWEEP_SERVERS", (2,))
-    servers = repro._servers_table(tol=1e-6, max_states=200_000)
+    servers = repro._servers_table(tol=1e-6, max_states=200_000, bounds_options={"lower_states": 5000,
+                                                                                 "max_phases": 40})
     assert [r["n"] for r in servers] == [2, 3] and all(r["stop"] == "tol" for r in servers)
     assert servers[0]["exact"] == pytest.approx(1 + 4.47491282, abs=1e-5)  # MODELS.md: JSQ E[W] + 1
     for r in servers:
