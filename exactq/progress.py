@@ -233,7 +233,7 @@ class Stage:
 
 
 class Job:
-    """A job of planned, weighted points that reports :ref:`job events <Job events>` to a callback.
+    """A job of planned, weighted points that reports job events (module docstring) to a callback.
 
     Plan every stage first (:meth:`stage`), then run the points through
     :meth:`Stage.each`; :meth:`close` sends the final event. With ``callback=None``
