@@ -210,7 +210,6 @@ class Stage:
         if labels is not None and len(labels) != len(self.weights):
             raise ValueError(f"stage {title!r}: {len(labels)} labels for {len(self.weights)} weights")
         self.labels = None if labels is None else [str(x) for x in labels]
-        self.index = 0
 
     def each(self, items: Iterable, labels: Sequence[str] | None = None) -> Iterator:
         """Yield ``items``, reporting each as a point of this stage (start and done).

@@ -212,8 +212,10 @@ def enclose_stationary(chain: CTMC, solution=None, *, progress=None) -> Stationa
     # a chain that declares levels is solved (and then certified) by the level solver's BiCGSTAB
     iterative = levels is not None and (solution is None or getattr(solution, "method", None) == "level-aggregation")
     job = Job("certify", progress)
-    names = ["float solve" if solution is None else "float solution (given)", "set up the level solver" if iterative else "sparse LU of the balance system",
-             "no refinement (iterative solves)" if iterative else "refinement solve", "solve for the residual bound (A v = 1)", "solve for the error bound (A w = r)"]
+    names = ["float solve" if solution is None else "float solution (given)",
+             "set up the level solver" if iterative else "sparse LU of the balance system",
+             "no refinement (iterative solves)" if iterative else "refinement solve",
+             "solve for the residual bound (A v = 1)", "solve for the error bound (A w = r)"]
     weights = [2.0 * _FACTOR_WEIGHT if solution is None else 0.0, 1.0 if iterative else _FACTOR_WEIGHT,
                0.0 if iterative else 1.0] + ([2.0, 2.0] if iterative else [1.0, 1.0])  # BiCGSTAB: two runs' worth
     steps = job.stage(f"certificate of {n:,} states", weights, labels=names).each(names)

@@ -120,8 +120,9 @@ def _fmt(rows: list[dict], cols: list[str]) -> str:
 
 @register_reproduction("aoi", "age of information with differential encoding: mean age against the erasure "
                               "probability, the Markov-source threshold trade-off, the stochastic ordering")
-def reproduce_aoi(out_dir: Path | None, *, scale: str = "default", progress=None) -> str:
+def reproduce_aoi(out_dir: Path | None, full: bool = False, *, scale: str | None = None, progress=None) -> str:
     """The three parts (module docstring); ``scale="smoke"`` takes three erasure probabilities (0, 0.3, 0.5)."""
+    scale = scale or ("full" if full else "default")  # full=True: the former switch, kept
     deltas = np.array([0.0, 0.3, 0.5]) if scale == "smoke" else np.linspace(0.0, 0.5, 26 if scale == "full" else 11)
     job = Job("aoi", progress)
     st = [job.stage("mean age against the erasure probability", [COST["erasure"]] * len(deltas)),

@@ -179,8 +179,9 @@ def _fmt(rows: list[dict], cols: list[str]) -> str:
 
 @register_reproduction("awp", "adaptive window protocols: NewReno, Scalable and HighSpeed TCP windows, stability, "
                               "ordering by window bounds (Altman et al. 2005)")
-def reproduce_awp(out_dir: Path | None, *, scale: str = "default", progress=None) -> str:
+def reproduce_awp(out_dir: Path | None, full: bool = False, *, scale: str | None = None, progress=None) -> str:
     """The four parts (module docstring); ``scale="smoke"`` takes three loss probabilities per sweep."""
+    scale = scale or ("full" if full else "default")  # full=True: the former switch, kept
     losses = np.logspace(-7, -1, {"full": 25, "smoke": 3}.get(scale, 13))
     hs_losses = np.logspace(-6, -2, {"full": 9, "smoke": 3}.get(scale, 5))
     job = Job("awp", progress)

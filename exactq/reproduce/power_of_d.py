@@ -319,7 +319,7 @@ def _plan(job: Job, scale: str, grids: dict) -> dict[str, Stage]:
 
 @register_reproduction("power-of-d", "power-of-d at finite n: exact vs refined vs mean field vs bounds; "
                                      "load-comparison errors; stability region")
-def reproduce_power_of_d(out_dir: Path | None, *, scale: str = "default", progress=None) -> str:
+def reproduce_power_of_d(out_dir: Path | None, full: bool = False, *, scale: str | None = None, progress=None) -> str:
     """The four tables (module docstring) as text; JSON and figures into ``out_dir``.
 
     Examples
@@ -331,6 +331,7 @@ def reproduce_power_of_d(out_dir: Path | None, *, scale: str = "default", progre
     >>> row["mf_d2"] == 1 / (0.8 * 2), row["mf_d5"] == 1 / (0.8 * 5)
     (True, True)
     """
+    scale = scale or ("full" if full else "default")  # full=True: the former switch, kept
     sc = SCALE[scale]
     g = GRIDS[scale]
     grids = {"servers": g["servers"] or SERVERS, "loads": g["loads"] or LOADS, "sweep": g["sweep"] or SWEEP_SERVERS,

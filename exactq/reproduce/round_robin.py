@@ -89,8 +89,10 @@ def _fmt(rows: list[dict], cols: list[str]) -> str:
 
 @register_reproduction("round-robin", "round-robin to unreliable processors: against random routing, central "
                                       "against distributed, and the k-th completion time")
-def reproduce_round_robin(out_dir: Path | None, *, scale: str = "default", progress=None) -> str:
+def reproduce_round_robin(out_dir: Path | None, full: bool = False, *, scale: str | None = None,
+                          progress=None) -> str:
     """The three tables (module docstring); ``scale="smoke"`` takes two loads, sizes and times."""
+    scale = scale or ("full" if full else "default")  # full=True: the former switch, kept
     smoke = scale == "smoke"
     loads = np.round(np.linspace(0.1, 0.9, {"full": 9, "smoke": 2}.get(scale, 5)), 3)
     failures = (0.0, 0.5) if smoke else FAILURES

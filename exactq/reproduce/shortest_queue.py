@@ -166,7 +166,8 @@ def reproduce_shortest_queue(out_dir: Path | None, *, scale: str = "default", pr
     st = {"jsq": job.stage("symmetric JSQ: compensation, CTMC, bounds", [_cost("jsq", r) for r in g["jsq"]]),
           "asym": job.stage("asymmetric JSQ", [_cost("asym", r) for r in g["asym"]]),
           "sed": job.stage("SED routing to Erlang servers", [_cost("sed", r) for r in g["sed"]]),
-          "fc": job.stage("finite capacity: blocking", [_cost("finite")] * (len(g["fc_loads"]) * len(g["fc_capacities"]))),
+          "fc": job.stage("finite capacity: blocking",
+                          [_cost("finite")] * (len(g["fc_loads"]) * len(g["fc_capacities"]))),
           "marg": job.stage("finite capacity: marginal law", [_cost("marginals")] * 3)}
     if bounds:
         st["bt"] = job.stage("JSQ bounds against the threshold", [_cost("bounds")] * len(g["thresholds"]))
