@@ -10,8 +10,6 @@ tests/pairs/power_of_d.json; the cross-model checks (JSQ) stay here.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from math import comb
 
 import numpy as np
@@ -284,7 +282,17 @@ def test_finite_stability_limit():
 
 # ---------------------------------------------------------------------- CLI
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "exactq.cli", *args], capture_output=True, text=True)
+    """``exactq ARGS`` in process (the installed entry point itself is tested in tests/core/test_cli.py)."""
+    import contextlib
+    import io
+    import types
+
+    from exactq.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_cli_contract():

@@ -7,8 +7,6 @@ balance equations and by the truncated CTMC (dominant product form).
 """
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -84,19 +82,31 @@ def test_quarter_plane_and_applicability():
 
 
 def test_cli():
-    ok = subprocess.run([sys.executable, "-m", "exactq", "solve", "sed", "arrival_rate=1.6", "service_rates=1,1",
-                         "phases=1", "--method", "compensation", "--json"], capture_output=True, text=True,
-                        timeout=120)
+    ok = _cli("solve", "sed", "arrival_rate=1.6", "service_rates=1,1", "phases=1", "--method", "compensation",
+              "--json")
     assert ok.returncode == 0, ok.stderr
     out = json.loads(ok.stdout)
     assert out["method"] == "compensation"
     assert out["value"] == pytest.approx(symmetric_series(0.8).mean_min(), rel=1e-12)
-    bad = subprocess.run([sys.executable, "-m", "exactq", "solve", "sed", "arrival_rate=1.6", "service_rates=1,1",
-                          f"phases={MAX_JUMP + 1}", "--method", "compensation", "--json"], capture_output=True,
-                         text=True, timeout=120)
+    bad = _cli("solve", "sed", "arrival_rate=1.6", "service_rates=1,1", f"phases={MAX_JUMP + 1}", "--method",
+               "compensation", "--json")
     assert bad.returncode == 2 and bad.stdout == ""
     err = [line for line in bad.stderr.strip().splitlines() if line.startswith("exactq: error")]
     assert len(err) == 1 and f"r <= {MAX_JUMP}" in err[0]
+
+
+def _cli(*args):
+    """``exactq ARGS`` in process (the installed entry point itself is tested in tests/core/test_cli.py)."""
+    import contextlib
+    import io
+    import types
+
+    from exactq.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_decay_rates_r1_closed_form():
