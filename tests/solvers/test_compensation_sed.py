@@ -139,7 +139,8 @@ def _qbd_all(rho, r, width=None):
 
     ``width=None``: the width that method="qbd" with tol=1e-13 settles on (several solves);
     otherwise one solve at that phase truncation (81 is at least what tol=1e-13 picks for
-    r <= 5, rho <= 0.95).
+    r <= 5, rho <= 0.95; 61 agrees with 81 to 7e-15 relative in every measure there, measured
+    for r = 2, 3, 5 and rho = 0.8, 0.9, 0.95, at a twentieth of the time for r = 5).
     """
     kw = dict(arrival_rate=2 * rho, service_rates="1,1", phases=r)
     model = exactq.model("sed", **kw)
@@ -154,7 +155,7 @@ def _qbd_all(rho, r, width=None):
 @pytest.mark.parametrize("r", [2, 3, 5])
 @pytest.mark.parametrize("rho", [0.2, 0.5, 0.8, 0.9, 0.95])
 def test_agrees_with_qbd(r, rho):
-    ref = _qbd_all(rho, r, width=81)
+    ref = _qbd_all(rho, r, width=61)
     comp = exactq.solve("sed", "mean_waiting_time", method="compensation", arrival_rate=2 * rho,
                         service_rates="1,1", phases=r)
     assert comp.method == "compensation"
