@@ -172,7 +172,7 @@ def test_lumped_generator_equals_foundation_ctmc_and_solvers_agree():
 
 
 def test_exact_reports_its_truncation_history():
-    r = exactq.solve("power-of-d", servers=4, d=2, arrival_rate=0.7, tol=1e-8)
+    r = exactq.solve("power-of-d", servers=3, d=2, arrival_rate=0.7, tol=1e-8)  # n = 3: a fifth of n = 4's time
     hist = r.info["truncation"]["history"]
     assert len(hist) >= 2 and hist[-1]["n_states"] == r.n_states
     assert r.error_estimate <= 1e-8 * r.value
@@ -181,7 +181,7 @@ def test_exact_reports_its_truncation_history():
     assert [h["kept_set"]["stage"] for h in hist] == list(range(len(hist)))
     assert t["kept_set"]["cost_bound"] == hist[-1]["kept_set"]["cost_bound"]
     assert r.method == "exact/level-aggregation"
-    occ = exactq.solve("power-of-d", "occupancy", servers=4, d=2, arrival_rate=0.7, tol=1e-8).value
+    occ = exactq.solve("power-of-d", "occupancy", servers=3, d=2, arrival_rate=0.7, tol=1e-8).value
     assert occ[0] == pytest.approx(0.7, abs=1e-7)  # s_1 = lambda (Little, every server busy w.p. lambda)
     assert sum(occ) == pytest.approx(r.value * 0.7, rel=1e-7)
 
