@@ -20,6 +20,7 @@ from .errors import (  # noqa: F401
     ExactqError,
     ModelError,
     NotApplicableError,
+    PluginError,
     QuerySyntaxError,
     ReducibleError,
     TruncationError,
