@@ -247,9 +247,11 @@ def register_solver(representation: type, *, name: str, doc: str, options: tuple
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         specs = _SOLVERS.setdefault(representation, [])
-        for s in specs:
+        for k, s in enumerate(specs):
             if s.name == name:
                 if _same_definition(s.fn, fn):
+                    if not s.fn.__module__.startswith("exactq.") and fn.__module__.startswith("exactq."):
+                        specs[k] = dataclasses.replace(s, fn=fn, applies=applies)  # the installed module's wins
                     return fn
                 raise ValueError(f"solver {name!r} for {representation.__name__} registered twice")
         specs.append(SolverSpec(name, representation, fn, doc, tuple(options), applies))
@@ -273,7 +275,8 @@ def register_certifier(representation: type, *, doc: str):
         old = _CERTIFIERS.get(representation)
         if old is not None and not _same_definition(old[0], fn):
             raise ValueError(f"a certifier for {representation.__name__} registered twice")
-        _CERTIFIERS.setdefault(representation, (fn, doc))
+        if old is None or (not old[0].__module__.startswith("exactq.") and fn.__module__.startswith("exactq.")):
+            _CERTIFIERS[representation] = (fn, doc)  # the installed module's wins over a second copy's
         return fn
 
     return deco

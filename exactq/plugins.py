@@ -177,14 +177,17 @@ class guard:
 
     Examples
     --------
-    >>> class Demo(Model):
-    ...     name = "demo"
+    >>> def sketchy(rate: float = 1.0):
+    ...     if rate < 0:
+    ...         raise ValueError(f"rate {rate} is negative")
+    >>> sketchy.__module__ = "my_plugin"  # a plug-in's module (a doctest's code counts as exactq's own)
+    >>> Sketchy = function_model(sketchy, measures={"m": "k"})
     >>> try:
-    ...     with guard(Demo):
-    ...         raise ValueError("rate -1 is negative")
+    ...     with guard(Sketchy):
+    ...         Sketchy(rate=-1.0).built
     ... except PluginError as exc:
     ...     print(exc)
-    plug-in demo: ValueError: rate -1 is negative
+    plug-in sketchy: ValueError: rate -1.0 is negative
     """
 
     def __init__(self, model: Any):
