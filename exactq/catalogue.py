@@ -187,17 +187,21 @@ def register_model(cls: type) -> type:
         if not _MODELS[cls.name].__module__.startswith("exactq.") and cls.__module__.startswith("exactq."):
             _MODELS[cls.name] = cls  # the installed module's class wins over a second copy's
         return cls
-    if cls.name in _MODELS:
-        raise ValueError(f"model name {cls.name!r} registered twice")
+    builtin = _is_builtin(cls)
+    idx = _builtin_index()
+    if not builtin and idx is None:
+        _load_builtin()  # no usable index: the built-in names are known once their modules are imported
+    if cls.name in _MODELS or (not builtin and idx is not None and cls.name in idx["models"]):
+        raise ValueError(f"model name {cls.name!r} registered twice")  # (a built-in's, even if not imported yet)
     unknown = [m for m in cls.methods if not _method_known(m)]
-    if unknown and _builtin_index() is None:
+    if unknown and idx is None:
         load_solvers()  # no usable index: the methods are known once every solver module is imported
         unknown = [m for m in cls.methods if m not in _METHODS]
     if unknown:
         raise ValueError(f"model {cls.name!r} offers unregistered methods {unknown}")
     if cls.default_measure and cls.default_measure not in cls.measures:
         raise ValueError(f"model {cls.name!r}: default measure not declared")
-    if not _is_builtin(cls):
+    if not builtin:
         from .plugins import check_parameter_names
 
         check_parameter_names(cls)

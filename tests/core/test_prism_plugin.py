@@ -377,3 +377,12 @@ def test_a_keyboard_interrupt_in_a_plugin_is_not_swallowed(tmp_path):
     assert (r.returncode, r.stderr.strip()) == (130, "exactq: interrupted")
     r = _cli(site, tmp_path, "solve", "mm1", "arrival_rate=0.5", "service_rate=1")
     assert r.returncode == 0, r.stderr
+
+
+def test_a_plugin_may_not_take_a_built_in_models_name():
+    def mm1(rate: float = 1.0):
+        return _birth_death(rate)
+
+    with pytest.raises(ValueError, match="model name 'mm1' registered twice"):
+        exactq.register_model(mm1, measures={"top": "k = 3"})
+    assert get_model("mm1").__module__ == "exactq.models.basic"
