@@ -75,12 +75,13 @@ def test_listing_the_models_imports_no_model_module():
 
 def test_the_committed_index_is_the_modules_index():
     # a module of models/ or solvers/ changed without `python -m exactq.catalogue_index`: regenerate it
-    assert catalogue.index_status() == "fresh"
+    fix = "regenerate the index: python -m exactq.catalogue_index"
+    assert catalogue.index_status() == "fresh", fix
     from exactq.catalogue_index import INDEX
 
-    assert catalogue.build_index() == INDEX
+    assert catalogue.build_index() == INDEX, fix
     text = Path(catalogue.__file__).with_name("catalogue_index.py").read_text(encoding="utf-8")
-    assert catalogue.index_source(INDEX) == text
+    assert catalogue.index_source(INDEX) == text, fix
 
 
 def test_the_index_describes_what_the_classes_describe():
