@@ -18,6 +18,7 @@ __all__ = [
     "TruncationError",
     "ReducibleError",
     "QuerySyntaxError",
+    "NonFiniteError",
     "ConvergenceWarning",
     "AccuracyWarning",
 ]
@@ -57,6 +58,15 @@ class ReducibleError(ExactqError):
 
 class QuerySyntaxError(ExactqError, SyntaxError):
     """A malformed property query or state expression (position and expected token)."""
+
+
+class NonFiniteError(ExactqError, ArithmeticError):
+    """A value is not a finite float64: it overflows the double range although finite, or a computation gave NaN.
+
+    The message names the quantity and, where it is known, its value at higher
+    precision (``E[W^200] = 7.88e+374``). A value that is infinite in exact arithmetic
+    (a divergent moment) is a result whose ``info["infinite"]`` says why, not this error.
+    """
 
 
 class ConvergenceWarning(RuntimeWarning):

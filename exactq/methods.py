@@ -136,7 +136,8 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
             raise NotApplicableError(f"{text}; other methods of model {model.name}: {', '.join(others)}") from exc
         raise
     result.seconds = time.perf_counter() - t0
-    return result
+    result.measure = result.measure or measure
+    return result.require_finite(f"{model.name} {measure}")  # NaN/inf is never passed off as a value
 
 
 # ---------------------------------------------------------------------------- single

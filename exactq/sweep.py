@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import ExactqError, ModelError, NotApplicableError
+from .options import CONTROLS, check_tol, check_workers
 
 __all__ = ["sweep", "parse_spec", "read_table", "write_table", "Study", "run_point", "run_batch", "TABLE_COLUMNS"]
 
@@ -278,11 +279,12 @@ class Study:
             if m not in valid_methods:
                 raise NotApplicableError(f"method {m!r} does not apply to model {model}; valid: {', '.join(valid_methods)}")
         self.method = method
-        if not (isinstance(tol, (int, float)) and 0 < tol < 1):
-            raise ModelError(f"tol must be in (0, 1); got {tol!r}")
-        self.tol = float(tol)
+        self.tol = check_tol(tol)
         self.options = dict(options or {})
         self.solve_options = dict(solve_options or {})
+        for key in ("truncation", "time_limit"):  # validated once for the study, as solve validates them
+            if key in self.solve_options:
+                self.solve_options[key] = CONTROLS[key](self.solve_options[key])
         self.param_names = [n for n, _ in self.axes if n not in SPECIAL_AXES] + list(self.fixed)
 
     @property
@@ -787,8 +789,7 @@ def sweep(
         raise ModelError(f"backend must be one of serial, processes, dask; got {backend!r}")
     if scheduler is not None and backend != "dask":
         raise ModelError(f"scheduler applies to the dask backend; backend {backend!r} was chosen")
-    if workers is not None and (int(workers) != workers or workers < 1):
-        raise ModelError(f"workers must be an integer >= 1; got {workers!r}")
+    workers = check_workers(workers)
     tasks = study.points()
     if warm_start:
         for t in tasks:
