@@ -153,6 +153,9 @@ def plot_table(table: Any, *, x: str, y: str = "value", hue: str | None = None, 
     failed = sum(1 for r in rows if r.get("status", "ok") != "ok")
     no_x = len(rows) - failed - len(good)
     no_y = len(good) - len(ok)
+    if not ok:
+        hint = " (a vector measure: use value_1, value_2, ...)" if y == "value" and "value_1" in columns else ""
+        raise ModelError(f"{name} has no row with status ok and numbers in {x} and {y}{hint}")
     if failed:
         warnings.warn(f"{name}: {failed} row{'s' * (failed != 1)} whose status is not ok left out", UserWarning,
                       stacklevel=2)
@@ -161,9 +164,6 @@ def plot_table(table: Any, *, x: str, y: str = "value", hue: str | None = None, 
             warnings.warn(f"{name}: {count} row{'s' * (count != 1)} with status ok left out: {what} ({col}) is not a "
                           "finite number (NaN, inf or empty)" + ("; the lines break there" if what == "y" else ""),
                           UserWarning, stacklevel=2)
-    if not ok:
-        hint = " (a vector measure: use value_1, value_2, ...)" if y == "value" and "value_1" in columns else ""
-        raise ModelError(f"{name} has no row with status ok and numbers in {x} and {y}{hint}")
     if logx and any(r[x] <= 0 for r in ok):
         raise ModelError(f"--logx: {x} must be > 0 in every row")
     if logy and any(r[y] <= 0 for r in ok):

@@ -426,7 +426,7 @@ def _released(rep):
 
 def _check_states(rep, max_states, unit):
     n = getattr(rep, "n_states", None)
-    if n is not None and n > max_states:
+    if n is not None and max_states is not None and n > max_states:
         raise TruncationError(f"the representation has {n} {unit}, above the limit of {max_states}")
 
 
