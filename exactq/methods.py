@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from .catalogue import MethodSpec, certify_representation, check_method_for, solve_representation
-from .budget import require_states
+from .budget import BudgetError, require_states
 from .errors import AccuracyWarning, ModelError, NotApplicableError, SolverRefusal, TruncationError
 from .result import Estimate, Result
 from .truncation import Evaluation, difference, geometric_steps, grow, norm, tail_factor
@@ -136,6 +136,13 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
         text = str(exc)
         if others and "--method" not in text:  # a solver's refusal: say what else the model offers
             raise NotApplicableError(f"{text}; other methods of model {model.name}: {', '.join(others)}") from exc
+        raise
+    except (TruncationError, BudgetError) as exc:
+        others = [m for m in type(model).methods if m != spec.name]
+        text = str(exc)
+        if others and "--method" not in text and "other methods" not in text and \
+                ("before its first level" in text or isinstance(exc, BudgetError)):  # nothing was solved
+            raise type(exc)(f"{text}; other methods of model {model.name}: {', '.join(others)}") from exc
         raise
     result.seconds = time.perf_counter() - t0
     result.measure = result.measure or measure
