@@ -217,3 +217,24 @@ def test_a_write_that_fails_midway_names_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "open", full)
     with pytest.raises(FileError, match="cannot write .*t.csv.*No space left on device"):
         write_table(tmp_path / "t.csv", [{"a": 1}])
+
+
+@pytest.mark.parametrize("control, value, message", [
+    ("tol", 2.0, "tol must be in (0, 1); got 2.0"), ("tol", float("nan"), "tol must be in (0, 1); got nan"),
+    ("time_limit", 0, "time_limit must be a number of seconds > 0; got 0"),
+    ("truncation", 0, "truncation must be an integer >= 1; got 0"),
+    ("truncation", 2.5, "truncation must be an integer >= 1; got 2.5")])
+def test_one_validation_for_every_entry_point(control, value, message, tmp_path):
+    """solve, check (a model and a PRISM file) and sweep refuse a shared control alike, before any work."""
+    import exactq
+    from exactq.errors import ModelError
+
+    prism = exactq.load_prism("two.sm", text="ctmc module m s : [0..1]; [] s=0 -> 3 : (s'=1); endmodule")
+    calls = [lambda: exactq.solve("mm1", arrival_rate=0.5, method="ctmc", **{control: value}),
+             lambda: exactq.check("mm1", "S=? [ n = 0 ]", arrival_rate=0.5, **{control: value}),
+             lambda: exactq.check(prism, "P=? [ F<=0.5 s=1 ]", **{control: value}),
+             lambda: exactq.sweep("mm1", {}, {"arrival_rate": "0.2|0.4"}, backend="serial", **{control: value})]
+    for call in calls:
+        with pytest.raises(ModelError) as info:
+            call()
+        assert str(info.value) == message
