@@ -241,6 +241,7 @@ def _params_json(model) -> dict:
 
 
 def _emit(args, model, result, caught) -> None:
+    result.require_finite(f"{model.name} {result.measure}")  # a NaN or an unexplained inf is never printed
     warn_lines = [str(w.message) for w in caught]
     if args.json:
         d = result.to_dict()

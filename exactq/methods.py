@@ -308,7 +308,7 @@ def _require_finite_size(model, size) -> None:
     params = ", ".join(f"{k}={v}" for k, v in model.params().items() if isinstance(v, int) and not
                        isinstance(v, bool) and v > 1)
     require_states(n, f"the chain of {model.name}" + (f" ({params})" if params else ""),
-                   hint="lower the size parameters or use another method")
+                   hint="lower the size parameters")
 
 
 def functional_name(evaluate_name: str) -> str:

@@ -387,7 +387,8 @@ def _predicted_overrun(history, need, t0, time_limit, base_memory, unit="states"
     times the bytes per state, the larger of the last level's peak memory per state
     (above the process's memory at the start) and, for states,
     :data:`~exactq.budget.CHAIN_BYTES_PER_STATE` (the only prediction before the
-    first level), against :func:`~exactq.budget.memory_budget`.
+    first level), less what the last level already held, against
+    :func:`~exactq.budget.memory_budget`.
     """
     last = history[-1] if history and history[-1].get("n_states") else None
     where = f"level {level} ({need:.3g} {unit})" if level is not None else f"the next truncation ({need:.3g} {unit})"
@@ -404,15 +405,16 @@ def _predicted_overrun(history, need, t0, time_limit, base_memory, unit="states"
             return ("time_limit", f"the next level ({need:.3g} states) would take about {predicted:.3g} s, "
                                   f"{elapsed:.3g} s of time_limit={time_limit:g} s being used")
     per_state = float(CHAIN_BYTES_PER_STATE) if unit == "states" else 0.0
+    used = 0
     if last is not None:
-        used = last.get("peak_memory", 0) - base_memory
+        used = max(last.get("peak_memory", 0) - base_memory, 0)
         if used > 0:
             per_state = max(per_state, used / max(last["n_states"], 1))
     if per_state <= 0:
         return None
     budget = memory_budget()
     predicted = need * per_state
-    if budget is not None and predicted > budget:
+    if budget is not None and predicted - used > budget:  # what the last level held is there to reuse
         return ("memory", f"{where} would need about {format_bytes(predicted)} ({per_state:.3g} B per state), "
                           f"above the memory budget of {format_bytes(budget)} (EXACTQ_MEMORY_BUDGET changes it)")
     return None
