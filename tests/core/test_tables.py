@@ -73,8 +73,8 @@ def test_a_damaged_row_inside_the_table_is_an_error_naming_it(tmp_path):
 
 
 # --------------------------------------------------------------------- a killed sweep
-KILLED = ["sweep", "jsq", "service_rates=1,2", "--over", "arrival_rate=0.5:2.8:24", "--method", "ctmc", "--tol",
-          "1e-12", "--backend", "processes", "--workers", "2", "--quiet"]
+KILLED = ["sweep", "jsq", "service_rates=1,2", "--over", "arrival_rate=0.5:2.8:16", "--method", "ctmc", "--tol",
+          "1e-11", "--backend", "processes", "--workers", "2", "--quiet"]
 
 
 def test_a_killed_processes_sweep_is_quiet_and_resumes_to_the_uninterrupted_table(tmp_path):
@@ -91,16 +91,16 @@ def test_a_killed_processes_sweep_is_quiet_and_resumes_to_the_uninterrupted_tabl
     err = proc.communicate(timeout=60)[1]  # returns once every writer of the pipe (the workers too) is gone
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     done = len(read_table(out))
-    assert 1 <= done < 24
+    assert 1 <= done < 16
     # a torn last row, as a kill during a write leaves it
     text = out.read_text()
     out.write_text(text[:len(text) - 7])
     code = main([*KILLED[:-5], "--backend", "serial", "--quiet", "--out", str(out)])
     assert code == 0
     resumed = read_table(out)
-    fresh = exactq.sweep("jsq", {"service_rates": "1,2"}, {"arrival_rate": "0.5:2.8:24"}, method="ctmc", tol=1e-12,
+    fresh = exactq.sweep("jsq", {"service_rates": "1,2"}, {"arrival_rate": "0.5:2.8:16"}, method="ctmc", tol=1e-11,
                          backend="serial", as_frame=False)
-    assert len(resumed) == 24 and _same(resumed, fresh)  # bit-identical values, every column
+    assert len(resumed) == 16 and _same(resumed, fresh)  # bit-identical values, every column
 
 
 def test_workers_exit_with_their_parent():
