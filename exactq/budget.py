@@ -19,7 +19,7 @@ import re
 from .errors import ExactqError
 
 __all__ = ["BudgetError", "available_memory", "memory_budget", "require_memory", "require_states", "format_bytes",
-           "parse_bytes", "as_size", "BUDGET_FRACTION", "CHAIN_BYTES_PER_STATE", "ROW_BYTES"]
+           "parse_bytes", "as_size", "BUDGET_FRACTION", "CHAIN_BYTES_PER_STATE"]
 
 #: share of the available memory one computation may plan to use
 BUDGET_FRACTION = 0.8
@@ -27,8 +27,6 @@ BUDGET_FRACTION = 0.8
 #: (peak RSS over the states, one solve): birth-death chains 680 (mmck capacity=2e6, mm1 truncation 2e6),
 #: jsq 720 (two queues) to 2700 (three), round-robin 2300, mph1 990; a prediction from it can only err low
 CHAIN_BYTES_PER_STATE = 512
-#: the memory one point of a sweep's table holds (its row of about 20 cells, as Python objects)
-ROW_BYTES = 4096
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
