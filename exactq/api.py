@@ -177,10 +177,9 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
     if ((verify and not verifiable(spec)) or (certify and not certifiable(spec))) and \
             method in ("auto", None, "") and "ctmc" in type(m).methods:
         method_name, spec = "ctmc", check_method_for(m, "ctmc")  # verify re-solves the truncated chain
-    if not (isinstance(tol, (int, float)) and 0 < tol < 1):
-        raise ModelError(f"tol must be in (0, 1); got {tol!r}")
-    if truncation is not None and (int(truncation) != truncation or truncation < 1):
-        raise ModelError(f"truncation must be an integer >= 1; got {truncation!r}")
+    from .options import check_controls
+
+    check_controls(tol=tol, truncation=truncation, time_limit=time_limit)  # the one validation of every command
     if truncation is not None and "truncation" not in spec.options:
         raise NotApplicableError(f"truncation applies to the ctmc and qbd methods; method {method_name!r} was chosen "
                          "(pass --method ctmc)")
@@ -197,8 +196,6 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
                                  f"valid: {', '.join(valid) or '(none)'}")
         extra.update(options)
     if time_limit is not None:
-        if not (isinstance(time_limit, (int, float)) and time_limit > 0):
-            raise ModelError(f"time_limit must be a number of seconds > 0; got {time_limit!r}")
         if spec.driver != "adaptive":
             raise NotApplicableError(f"time_limit applies to the adaptive truncation of the ctmc, exact and qbd "
                                      f"methods; method {method_name!r} was chosen")
@@ -258,6 +255,9 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     >>> abs(r.value - 0.5**3 * 0.5 / (1 - 0.5**4)) < 1e-12
     True
     """
+    from .options import check_controls
+
+    check_controls(tol=tol, truncation=truncation, time_limit=time_limit)
     m = _as_model(model, params)
     with guard(m):  # a plug-in's own failure is reported as its own (exactq.plugins)
         return _check(m, query, tol=tol, truncation=truncation, strict=strict, time_limit=time_limit,

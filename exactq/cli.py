@@ -115,7 +115,8 @@ def _build_parser() -> argparse.ArgumentParser:
     w.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="an existing Dask scheduler (backend dask; default: a LocalCluster)")
     w.add_argument("--workers", type=int, help="worker processes (default: every core)")
-    w.add_argument("--force", action="store_true", help="recompute the points already in --out")
+    w.add_argument("--force", action="store_true", help="recompute the points already in --out (and overwrite an "
+                                                          "--out that is not a table of this study)")
     w.add_argument("--warm-start", action="store_true",
                    help="start each adaptive truncation from the previous point's (faster; values then depend "
                         "on the order of points, within tol)")
@@ -153,7 +154,8 @@ def _cmd_sweep(args) -> int:
         if m.group(1) in over:
             raise _UsageError(f"--over {m.group(1)} given twice")
         over[m.group(1)] = m.group(2)
-    solve_options = {k: v for k, v in (("truncation", args.truncation), ("time_limit", args.time_limit)) if v}
+    solve_options = {k: v for k, v in (("truncation", args.truncation), ("time_limit", args.time_limit))
+                     if v is not None}  # 0 is a value (refused by the one validation), not "not given"
     if args.strict:
         solve_options["strict"] = True
     bar = None if args.quiet else sweep_bar(stream=sys.stderr)
@@ -166,13 +168,18 @@ def _cmd_sweep(args) -> int:
 
     t0 = time.perf_counter()
     try:
-        rows = sweep(args.model, _parse_kv(args.params), over, measure=args.measure, method=args.method,
-                     tol=args.tol, backend=args.backend, scheduler=args.scheduler, workers=args.workers,
-                     out=args.out, force=args.force, progress=progress, as_frame=False, warm_start=args.warm_start,
-                     options={k: _option_value(v) for k, v in _parse_kv(args.option).items()}, **solve_options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rows = sweep(args.model, _parse_kv(args.params), over, measure=args.measure, method=args.method,
+                         tol=args.tol, backend=args.backend, scheduler=args.scheduler, workers=args.workers,
+                         out=args.out, force=args.force, progress=progress, as_frame=False,
+                         warm_start=args.warm_start,
+                         options={k: _option_value(v) for k, v in _parse_kv(args.option).items()}, **solve_options)
     finally:
         if bar is not None:
             bar.close()
+        for w in caught if "caught" in locals() else ():  # the study's own warnings (a torn row dropped, ...)
+            print(f"exactq: warning: {_one_line(str(w.message))}", file=sys.stderr)
     failed = [r for r in rows if r["status"] != "ok"]
     swept = [k for k in over if k in rows[0]] if rows else []
     for r in failed[:5]:
@@ -189,8 +196,18 @@ def _cmd_sweep(args) -> int:
 def _cmd_plot(args) -> None:
     from .plotting import plot_file
 
-    print(plot_file(args.table, args.out, x=args.x, y=args.y, hue=args.hue, logx=args.logx, logy=args.logy,
-                    title=args.title))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = plot_file(args.table, args.out, x=args.x, y=args.y, hue=args.hue, logx=args.logx, logy=args.logy,
+                         title=args.title)
+    for w in caught:
+        if issubclass(w.category, UserWarning) or issubclass(w.category, RuntimeWarning):
+            print(f"exactq: warning: {_one_line(str(w.message))}", file=sys.stderr)
+    print(path)
+
+
+def _one_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text and text.strip() else ""
 
 
 def _parse_kv(items) -> dict:
@@ -224,6 +241,7 @@ def _params_json(model) -> dict:
 
 
 def _emit(args, model, result, caught) -> None:
+    result.require_finite(f"{model.name} {result.measure}")  # a NaN or an unexplained inf is never printed
     warn_lines = [str(w.message) for w in caught]
     if args.json:
         d = result.to_dict()
@@ -493,12 +511,14 @@ def _cmd_export(args) -> None:
                               "chain)")
         if not getattr(model, "is_infinite", False) and args.truncation is not None:
             raise _UsageError(f"model {model.name} is finite; --truncation does not apply")
+        _require_export_size(model, factory, args.truncation)
         from .plugins import guard
 
         with guard(model):  # a plug-in's own failure is reported as its own
             chain = getattr(model, factory)(args.truncation)
         name = model.name
     prefix = args.out or name
+    _require_export_folder(prefix)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.format == "mtx":
@@ -515,6 +535,37 @@ def _cmd_export(args) -> None:
             print(f)
 
 
+def _require_export_size(model, factory: str, truncation) -> None:
+    """The exported chain's states (the model's ``<factory>_size``), checked against the memory budget first."""
+    from .budget import require_states
+    from .options import check_truncation
+
+    check_truncation(truncation)
+    size = getattr(model, f"{factory}_size", None)
+    if not callable(size):
+        return
+    try:
+        n = size(truncation)
+    except (TypeError, ValueError):
+        return
+    what = f"the chain of {model.name}" + (f" at --truncation {truncation}" if truncation is not None else "")
+    require_states(n, what, hint="lower the truncation" if truncation is not None else "lower the size parameters")
+
+
+def _require_export_folder(prefix: str) -> None:
+    """The folder of ``--out PREFIX`` must exist and be writable (one line naming it, not an OSError)."""
+    import os
+
+    from .errors import FileError
+
+    folder = os.path.dirname(prefix) or "."
+    if not os.path.isdir(folder):
+        why = "does not exist" if not os.path.exists(folder) else "is not a folder"
+        raise FileError(f"cannot write {prefix}: --out's folder {folder} {why}")
+    if not os.access(folder, os.W_OK):
+        raise FileError(f"cannot write {prefix}: --out's folder {folder} is not writable")
+
+
 def _cmd_reproduce(args) -> None:
     from .reproduce import reproduce, reproduction_names
 
@@ -525,12 +576,46 @@ def _cmd_reproduce(args) -> None:
     print(reproduce(args.name, args.out, full=args.full))
 
 
-def main(argv=None) -> int:
-    """Entry point of the ``exactq`` script; returns the exit status."""
-    from .errors import ExactqError
+def _check_shared_options(args) -> None:
+    """The shared controls (``--tol``, ``--time-limit``, ``--truncation``, ``--workers``), validated once.
 
+    The same rules, by the same functions (:mod:`exactq.options`), as the Python API:
+    for ``solve``, ``check``, ``sweep`` and ``export``, model names and PRISM files alike.
+    """
+    from .options import check_controls
+
+    given = {k: getattr(args, k) for k in ("tol", "time_limit", "truncation", "workers")
+             if getattr(args, k, None) is not None}
+    check_controls(**given)
+
+
+def _input_of(argv) -> str:
+    """The command line, for the last line of defence (at most 160 characters)."""
+    import shlex
+
+    text = "exactq " + shlex.join([a for a in argv if a != "--debug"])
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``exactq`` script; returns the exit status.
+
+    Every user error is one line on stderr and exit 2: exactq's own errors, and, as a
+    last line of defence, the faults of the input that no check caught (a file that
+    cannot be read or written, an encoding, an arithmetic overflow, too deep a nesting,
+    memory exhausted), each naming the input. ``internal error`` (exit 3) is left for
+    genuine bugs.
+    """
+    from .errors import ExactqError, file_error
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser()
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    debug = "--debug" in argv
+
+    def fail(message: str) -> int:
+        print(f"exactq: error: {_one_line(message) or 'unknown error'}", file=sys.stderr)
+        return EXIT_USAGE
+
     try:
         args, extra = parser.parse_known_args(argv)
         # key=value parameters may also follow the options (solve ... --measure M k=2)
@@ -538,14 +623,13 @@ def main(argv=None) -> int:
             args.params = list(args.params) + extra
         elif extra:
             raise _UsageError(f"unrecognized arguments: {' '.join(extra)}")
+        _check_shared_options(args)
         status = {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
                   "reproduce": _cmd_reproduce, "sweep": _cmd_sweep, "plot": _cmd_plot}[args.command](args)
     except _UsageError as e:
-        print(f"exactq: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(str(e))
     except ExactqError as e:
-        print(f"exactq: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(str(e) or type(e).__name__)
     except KeyboardInterrupt:
         print("exactq: interrupted", file=sys.stderr)
         return 130
@@ -554,11 +638,35 @@ def main(argv=None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    # the last line of defence: faults of the input that no check caught, one line naming it
+    except MemoryError as e:
+        if debug:
+            raise
+        return fail(f"out of memory running {_input_of(argv)} ({str(e) or 'MemoryError'}); lower the sizes of the "
+                    "input, or set EXACTQ_MEMORY_BUDGET so that exactq refuses it before allocating")
+    except RecursionError:
+        if debug:
+            raise
+        return fail(f"the input of {_input_of(argv)} is nested too deeply (Python's recursion limit "
+                    f"{sys.getrecursionlimit()}); simplify the nested expression")
+    except UnicodeError as e:
+        if debug:
+            raise
+        return fail(f"cannot decode the input of {_input_of(argv)}: {e}")
+    except OSError as e:
+        if debug:
+            raise
+        return fail(str(file_error(e, "read or write")))
+    except ArithmeticError as e:  # OverflowError, ZeroDivisionError, FloatingPointError
+        if debug:
+            raise
+        return fail(f"arithmetic failure ({type(e).__name__}: {e}) computing {_input_of(argv)}; the parameters are "
+                    "outside the range this method handles (another --method may)")
     except Exception as e:  # an internal error: still one line unless --debug
         if debug:
             raise
-        print(f"exactq: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
-              file=sys.stderr)
+        print(f"exactq: internal error: {type(e).__name__}: {_one_line(str(e))} (rerun with --debug for the "
+              "traceback)", file=sys.stderr)
         return EXIT_INTERNAL
     return status or 0
 
