@@ -285,7 +285,7 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
 
 def check_properties(model: Model, properties, *, strict: bool = False, eps: float = 1e-12,
                      source_name: str = "property", solver: str = "auto", errors: str = "raise",
-                     constants: dict | None = None) -> list[Result]:
+                     constants: dict | None = None, check_constants: bool = True) -> list[Result]:
     """Check PRISM properties on a PRISM (or explicit) model: one result per property of ``properties``.
 
     Every property is parsed and type-checked against the model's declarations before
@@ -315,6 +315,10 @@ def check_properties(model: Model, properties, *, strict: bool = False, eps: flo
         line), and the other properties are still answered.
     constants : dict, optional
         Values of the properties' own constants (added to the model's).
+    check_constants : bool
+        A given constant that neither the model, the properties' declarations nor any
+        property uses is an error (a misspelt name); False when the properties are
+        checked one at a time.
 
     Returns
     -------
@@ -341,7 +345,8 @@ def check_properties(model: Model, properties, *, strict: bool = False, eps: flo
 
     if errors not in ("raise", "keep"):
         raise ModelError(f"errors must be 'raise' or 'keep'; got {errors!r}")
-    props = model.compile_properties(properties, source_name, errors=errors, constants=constants)
+    props = model.compile_properties(properties, source_name, errors=errors, constants=constants,
+                                     check_constants=check_constants)
     out: list = []
     if all(p.error is not None for p in props):
         return [_error_result(p) for p in props]

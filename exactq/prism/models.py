@@ -251,13 +251,14 @@ class PrismModel(ChainModel):
         return Built(b.chain, b.rewards, b.n_transitions, b.build_seconds, b.n_deadlocks)
 
     def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
-                           constants: dict | None = None) -> list:
+                           constants: dict | None = None, check_constants: bool = True) -> list:
         """Compile PRISM properties (one, a properties file's text, or a PropertyContext) against this model.
 
         Needs only the model's declarations (:attr:`info`), not its chain: properties
         are parsed and type-checked before anything is built. ``constants`` adds
         values for the properties' constants to the model's; ``errors`` as for
-        :func:`exactq.prism.properties.compile_properties`.
+        :func:`exactq.prism.properties.compile_properties`. With ``check_constants``
+        a given constant that nothing uses is an error (a misspelt name).
         """
         from .properties import compile_properties
 
@@ -267,7 +268,7 @@ class PrismModel(ChainModel):
                                          source_name=source_name, errors=errors)
         declared = set(self.info.constants)
         unknown = [k for k in given if k not in declared and k not in used]
-        if unknown and not any(p.error is not None for p in props):
+        if check_constants and unknown and not any(p.error is not None for p in props):
             raise PrismModelError(f"--const {unknown[0]}: no constant of the model or of the properties, and no "
                                   f"property, uses the name {unknown[0]!r}")
         return props
@@ -341,6 +342,95 @@ def _load(mf, path: str, given: dict, *, strict: bool = False) -> "PrismModel":
     return model
 
 
+def describe_prism(path: str, constants=None, *, strict: bool = False, text: str | None = None) -> dict:
+    """What a PRISM file declares, and with every constant given, the size of its chain (``exactq models FILE.sm``).
+
+    Returns a JSON-ready dict: ``file``, ``type``, ``constants`` (name, type,
+    ``undefined``, value or ``definition``), ``undefined_constants``, ``variables``
+    (name, type, module, ``range`` as ``[lo..hi]`` or ``bool``, ``lo``/``hi`` when known,
+    ``init``), ``labels`` (the built-in ``init`` and ``deadlock`` included), ``rewards``
+    (name, number of state and transition items), ``modules``, ``actions``; and, when
+    no constant is missing, ``n_states``, ``n_transitions``, ``n_deadlocks`` and
+    ``build_seconds`` (the chain is built).
+
+    Examples
+    --------
+    >>> d = describe_prism("q.sm", "K=2", text="ctmc const int K; module q n : [0..K]; "
+    ...                    "[] n<K -> 1 : (n'=n+1); [] n>0 -> 2 : (n'=n-1); endmodule label \"full\" = n=K;")
+    >>> d["undefined_constants"], d["variables"][0]["range"], d["n_states"], d["labels"]
+    (['K'], '[0..2]', 3, ['full', 'init', 'deadlock'])
+    """
+    from .syntax import RenamedModuleNode
+
+    if text is None:
+        text = read_source(path, "PRISM file")
+    name = os.path.basename(str(path)) or "model"
+    mf = parse_model_text(text, name)
+    given = parse_constants(constants)
+    undefined = [d.name for d in mf.constants if d.expr is None]
+    missing = [n for n in undefined if n not in given]
+    out: dict = {"file": str(path), "type": mf.type}
+    info = None
+    if not missing:
+        model = _load(mf, path, given, strict=strict)
+        info = model.info
+    consts = []
+    for d in mf.constants:
+        value = None
+        if info is not None and d.name in info.constants:
+            value = info.constants[d.name][1]
+        elif d.name in given:
+            value = given[d.name]
+        entry = {"name": d.name, "type": d.type, "undefined": d.expr is None, "value": value}
+        if d.expr is not None:
+            entry["definition"] = str(d.expr)
+        consts.append(entry)
+    out["constants"] = consts
+    out["undefined_constants"] = undefined
+    variables = []
+    if info is not None:
+        for v in info.variables:
+            rng = "bool" if v.type == "bool" else f"[{v.lo}..{v.hi}]"
+            init = (bool(v.init) if v.type == "bool" else v.init) if v.init is not None else "init ... endinit"
+            variables.append({"name": v.name, "type": v.type, "module": v.module, "range": rng,
+                              "lo": v.lo, "hi": v.hi, "init": init})
+    else:
+        decls = [(d, None) for d in mf.globals]
+        written = {m.name: m for m in mf.modules if not isinstance(m, RenamedModuleNode)}
+        for m in mf.modules:
+            if isinstance(m, RenamedModuleNode):
+                base = written.get(m.base)
+                ren = {old: new for old, new, _, _ in m.renames}
+                for d in (base.decls if base else []):
+                    decls.append((type(d)(ren.get(d.name, d.name), d.type, d.lo, d.hi, d.init, d.line, d.col), m.name))
+            else:
+                decls += [(d, m.name) for d in m.decls]
+        for d, owner in decls:
+            rng = "bool" if d.type == "bool" else f"[{d.lo}..{d.hi}]"
+            init = str(d.init) if d.init is not None else ("init ... endinit" if mf.init is not None else
+                                                           ("false" if d.type == "bool" else str(d.lo)))
+            variables.append({"name": d.name, "type": d.type, "module": owner, "range": rng, "init": init})
+    out["variables"] = variables
+    out["labels"] = list(mf.labels) + ["init", "deadlock"]
+    out["rewards"] = [{"name": r.name, "state_items": sum(1 for it in r.items if it.action is None),
+                       "transition_items": sum(1 for it in r.items if it.action is not None)} for r in mf.rewards]
+    out["modules"] = [m.name for m in mf.modules]
+    actions: list = []
+    for m in mf.modules:
+        if not isinstance(m, RenamedModuleNode):
+            for c in m.commands:
+                if c.action and c.action not in actions:
+                    actions.append(c.action)
+    out["actions"] = actions if info is None else list(info.actions)
+    if info is not None:
+        built = model.built
+        out.update(n_states=int(built.chain.n_states), n_transitions=int(built.n_transitions),
+                   n_deadlocks=int(built.n_deadlocks), build_seconds=float(built.build_seconds))
+    else:
+        out["missing_constants"] = missing
+    return out
+
+
 # ------------------------------------------------------------------------- explicit files
 @dataclass(frozen=True)
 class ExplicitModel(ChainModel):
@@ -362,7 +452,7 @@ class ExplicitModel(ChainModel):
         return Built(chain, rewards, n_trans, self._seconds)
 
     def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
-                           constants: dict | None = None) -> list:
+                           constants: dict | None = None, check_constants: bool = True) -> list:
         from .properties import compile_properties
 
         chain = self.built.chain

@@ -263,7 +263,10 @@ class _Compiler:
             expr = sym.formulas[name][0]
             inner = _Compiler(sym, self.src, self.stack + (name,)).compile(expr)
             return inner
-        raise self.err(node, f"unknown identifier {name!r}" + _hint(name, sym))
+        hint = _hint(name, sym)
+        if not hint and sym.query_hook is not None:
+            hint = f" (a constant that only the properties use is given with --const {name}=VALUE)"
+        raise self.err(node, f"unknown identifier {name!r}" + hint)
 
     def label(self, node: LabelRef) -> Compiled:
         sym = self.sym
