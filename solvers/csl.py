@@ -648,9 +648,15 @@ class _Evaluator:
             else:
                 y, sinfo = step_bounded_until(self.P, left, right, upper - lower)
                 info["steps"] = upper
+                if "steady_state_detection" in sinfo:
+                    info["steady_state_detection"] = sinfo["steady_state_detection"]
+                    self.error_estimate = float(sinfo["error_bound"])
             if lower:
-                y, _ = step_values(self.P, y, lower, keep=left)
+                y, linfo = step_values(self.P, y, lower, keep=left, eps=self.eps)
                 info["lower_steps"] = lower
+                if "steady_state_detection" in linfo:
+                    info["lower_steady_state_detection"] = linfo["steady_state_detection"]
+                    self.error_estimate = (self.error_estimate or 0.0) + float(linfo["error_bound"])
             return y
         if upper is None and not lower:
             y, sinfo = until_probability(self.Q, left, right)
@@ -714,20 +720,28 @@ class _Evaluator:
             self.undecided = ~target
             return per_state, None
         t = self._time(q.time, "the time bound")
+        solver = self.solver if self.solver not in ("level-aggregation",) else "auto"
         if self.discrete:
             self.method = "query/steps"
             self.info["steps"] = t
             if q.kind_of == "cumulative":
-                return step_cumulative(self.P, rs.rate(), t)[0], None
-            return step_values(self.P, rs.state, t)[0], None
+                out, tinfo = step_cumulative(self.P, rs.rate(), t, eps=self.eps, solver=solver)
+            else:
+                out, tinfo = step_values(self.P, rs.state, t, eps=self.eps, solver=solver)
+            if "steady_state_detection" in tinfo:
+                self.info["steady_state_detection"] = tinfo["steady_state_detection"]
+                self.error_estimate = float(tinfo["error_bound"])
+            return out, None
         self.method = "query/uniformisation"
         if q.kind_of == "cumulative":
-            out, tinfo = cumulative_reward(self.Q, rs.rate(), t, eps=self.eps)
+            out, tinfo = cumulative_reward(self.Q, rs.rate(), t, eps=self.eps, solver=solver)
         else:
-            out, tinfo = transient_values(self.Q, rs.state, t, eps=self.eps)
+            out, tinfo = transient_values(self.Q, rs.state, t, eps=self.eps, solver=solver)
         self.error_estimate = float(tinfo["error_bound"])
         self.info.update(time_bound=t, matvecs=tinfo["matvecs"],
                          uniformisation_rate=tinfo.get("uniformisation_rate"))
+        if "steady_state_detection" in tinfo:
+            self.info["steady_state_detection"] = tinfo["steady_state_detection"]
         return out, None
 
 
