@@ -342,6 +342,7 @@ def check_properties(model: Model, properties, *, strict: bool = False, eps: flo
     from exactq.solvers.csl import check_chain
 
     from .errors import ExactqError
+    from .prism.lexer import deep_recursion
 
     if errors not in ("raise", "keep"):
         raise ModelError(f"errors must be 'raise' or 'keep'; got {errors!r}")
@@ -359,8 +360,9 @@ def check_properties(model: Model, properties, *, strict: bool = False, eps: flo
             continue
         t0 = time.perf_counter()
         try:
-            answer = check_chain(built.chain, prop.query, strict=strict, rewards=built.rewards, eps=eps,
-                                 cache=cache, solver=solver, state_text=state_text)
+            with deep_recursion(f"the property {prop.text[:40]!r}"):  # nested operators are evaluated recursively
+                answer = check_chain(built.chain, prop.query, strict=strict, rewards=built.rewards, eps=eps,
+                                     cache=cache, solver=solver, state_text=state_text)
         except ExactqError as exc:
             if errors == "raise":
                 raise

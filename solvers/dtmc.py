@@ -345,6 +345,70 @@ def _settled_sum(A, r, k: int, eps: float, solver: str):
     return None
 
 
+def step_until_sets(adjacency, left_mask, right_mask, steps) -> tuple[np.ndarray, np.ndarray]:
+    """The states where ``P(left U<=steps right)`` is exactly 0 and exactly 1, by iteration on the graph.
+
+    With ``pos_0 = one_0 = right``: ``pos_{i+1} = right | (left & ¬right & some successor in
+    pos_i)`` and ``one_{i+1} = right | (left & ¬right & every successor in one_i)``, the
+    qualitative counterpart of :func:`step_bounded_until` (PRISM's bounded
+    precomputation). Both sequences only grow, so the iteration stops at its fixed
+    point (at most ``n`` steps) even for a huge bound.
+
+    Parameters
+    ----------
+    adjacency : (n, n) sparse array
+        1 for each transition of positive probability (self-loops included).
+
+    Returns
+    -------
+    (no, yes) : (n,) bool arrays
+
+    Examples
+    --------
+    A fair coin flipped until heads: after 3 flips heads has not surely come.
+
+    >>> A = sp.csr_array(np.array([[1.0, 1.0], [0.0, 1.0]]))
+    >>> no, yes = step_until_sets(A, [True, True], [False, True], 3)
+    >>> no.tolist(), yes.tolist()
+    ([False, False], [False, True])
+    """
+    A = sp.csr_array(adjacency)
+    n = A.shape[0]
+    k = _steps(steps)
+    left = as_mask(left_mask, n, "left_mask")
+    right = as_mask(right_mask, n, "right_mask")
+    go = left & ~right
+    pos, one = right.copy(), right.copy()
+    for _ in range(k):  # a loop over steps (to the fixed point), not states
+        new_pos = right | (go & ((A @ pos.astype(float)) > 0))
+        new_one = right | (go & ((A @ (~one).astype(float)) == 0))
+        if np.array_equal(new_pos, pos) and np.array_equal(new_one, one):
+            break
+        pos, one = new_pos, new_one
+    return ~pos, one
+
+
+def step_keep_sets(adjacency, no, yes, steps, keep) -> tuple[np.ndarray, np.ndarray]:
+    """``(no, yes)`` after ``steps`` steps that must stay in ``keep`` (the first phase of ``U[k1,k2]``).
+
+    The qualitative counterpart of :func:`step_values` with ``keep``: positive where
+    ``keep`` holds and some successor is positive, one where ``keep`` holds and every
+    successor is one. Stops early at a fixed point.
+    """
+    A = sp.csr_array(adjacency)
+    n = A.shape[0]
+    k = _steps(steps)
+    keep = as_mask(keep, n, "keep")
+    pos, one = ~np.asarray(no, dtype=bool), np.asarray(yes, dtype=bool).copy()
+    for _ in range(k):
+        new_pos = keep & ((A @ pos.astype(float)) > 0)
+        new_one = keep & ((A @ (~one).astype(float)) == 0)
+        if np.array_equal(new_pos, pos) and np.array_equal(new_one, one):
+            break
+        pos, one = new_pos, new_one
+    return ~pos, one
+
+
 register_method(
     "dtmc",
     requires="dtmc",

@@ -259,7 +259,8 @@ class _Compiler:
                 raise self.err(node, f"formula {name!r} is defined in terms of itself "
                                f"({' -> '.join(self.stack + (name,))})")
             if len(self.stack) >= MAX_NESTING:
-                raise self.err(node, f"formula {name!r} expands formulas nested deeper than {MAX_NESTING} levels")
+                raise PrismModelError(f"formula {self.stack[0]!r} expands formulas nested deeper than {MAX_NESTING} "
+                                      f"levels ({self.stack[0]} -> {self.stack[1]} -> ... -> {name})")
             expr = sym.formulas[name][0]
             inner = _Compiler(sym, self.src, self.stack + (name,)).compile(expr)
             return inner

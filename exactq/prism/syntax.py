@@ -264,18 +264,24 @@ class QueryNode(Expr):
     threshold expression ``threshold`` (``P>=0.9 [ ... ]``: true or false per state).
     """
 
-    __slots__ = ("op", "reward", "body", "old_filter", "relation", "threshold")
+    __slots__ = ("op", "reward", "body", "old_filter", "relation", "threshold", "_str")
 
     def __init__(self, op: str, body, reward=None, old_filter=None, line: int = 0, col: int = 0, relation="=?",
                  threshold=None):
         self.op, self.body, self.reward, self.old_filter, self.line, self.col = op, body, reward, old_filter, line, col
         self.relation, self.threshold = relation, threshold
+        self._str = None
 
     @property
     def is_threshold(self) -> bool:
         return self.relation != "=?"
 
-    def __str__(self):
+    def __str__(self):  # cached: nested queries are printed once, not once per level
+        if self._str is None:
+            self._str = self._format()
+        return self._str
+
+    def _format(self):
         r = "" if self.reward is None else (f'{{"{self.reward}"}}' if isinstance(self.reward, str)
                                             else f"{{{self.reward}}}")
         rel = "=?" if self.relation == "=?" else f"{self.relation}{self.threshold}"
@@ -289,14 +295,17 @@ class QueryNode(Expr):
 class FilterNode(Expr):
     """``filter(op, prop, states)`` (``op`` one of :data:`FILTER_OPERATORS`, aliases resolved)."""
 
-    __slots__ = ("op", "prop", "states")
+    __slots__ = ("op", "prop", "states", "_str")
 
     def __init__(self, op: str, prop: Expr, states: Expr | None, line: int = 0, col: int = 0):
         self.op, self.prop, self.states, self.line, self.col = op, prop, states, line, col
+        self._str = None
 
     def __str__(self):
-        tail = "" if self.states is None else f", {self.states}"
-        return f"filter({self.op}, {self.prop}{tail})"
+        if self._str is None:
+            tail = "" if self.states is None else f", {self.states}"
+            self._str = f"filter({self.op}, {self.prop}{tail})"
+        return self._str
 
 
 # ============================================================================ model files
