@@ -356,7 +356,7 @@ def describe_prism(path: str, constants=None, *, strict: bool = False, text: str
     Examples
     --------
     >>> d = describe_prism("q.sm", "K=2", text='ctmc const int K; module q n : [0..K]; '
-    ...                    '[] n<K -> 1 : (n\'=n+1); [] n>0 -> 2 : (n\'=n-1); endmodule label "full" = n=K;')
+    ...                    '[] n<K -> 1 : (n\\'=n+1); [] n>0 -> 2 : (n\\'=n-1); endmodule label "full" = n=K;')
     >>> d["undefined_constants"], d["variables"][0]["range"], d["n_states"], d["labels"]
     (['K'], '[0..2]', 3, ['full', 'init', 'deadlock'])
     """
