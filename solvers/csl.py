@@ -383,11 +383,13 @@ class _Evaluator:
             result = cmp(values, b)
         if sets is not None:
             no, yes = sets
+            undecided = ~(no | yes)
             if b == 1.0 and q.relation in (">=", "<"):
                 result = yes.copy() if q.relation == ">=" else ~yes
+                undecided[:] = False  # decided by the graph in every state
             elif b == 0.0 and q.relation in (">", "<="):
                 result = ~no if q.relation == ">" else no.copy()
-            undecided = ~(no | yes)
+                undecided[:] = False
         else:
             undecided = np.ones(self.n, dtype=bool)
         err = self.error_estimate or 0.0
@@ -397,7 +399,7 @@ class _Evaluator:
         if close.any():
             i = int(np.flatnonzero(close)[0])
             warnings.warn(f"{q}: in {int(close.sum())} state{'s' if close.sum() > 1 else ''} the value is within its "
-                          f"error ({tol:.1e}) of the bound {b:g} (e.g. {self.state_text(i)}: {values[i]!r}); the "
+                          f"error ({tol:.1e}) of the bound {b:g} (e.g. {self.state_text(i)}: {float(values[i])!r}); the "
                           "comparison there may be wrong", AccuracyWarning, stacklevel=4)
         self.info["threshold"] = f"{q.relation} {b:g}"
         if sets is not None:

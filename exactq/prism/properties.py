@@ -296,7 +296,7 @@ def compile_properties(text, symbols: Symbols, kind: str, *, constants: dict | N
     sym = Symbols(src, constants={**symbols.constants, **implicit_values, **values}, variables=symbols.variables,
                   formulas=formulas, labels={**symbols.labels, **pf.labels},
                   builtin_labels=tuple(dict.fromkeys(("init", "deadlock") + tuple(symbols.builtin_labels))),
-                  allow_labels=True, property_refs=dict(ctx.named))
+                  allow_labels=True, property_refs=dict(ctx.named), in_properties=True)
     used: set = set()
     seen_names: set = set()
     for node, where, index in ctx.items:

@@ -176,6 +176,8 @@ class Symbols:
     query_hook: object = None
     #: properties only: the named properties a reference "name" may expand to (name -> Expr)
     property_refs: dict = field(default_factory=dict)
+    #: the symbols of properties (an unknown name may be a constant that --const should give)
+    in_properties: bool = False
 
     def error(self, node, message: str) -> PrismModelError:
         return self.source.model_error(getattr(node, "line", 0) or 1, getattr(node, "col", 0) or 1, message)
@@ -265,7 +267,7 @@ class _Compiler:
             inner = _Compiler(sym, self.src, self.stack + (name,)).compile(expr)
             return inner
         hint = _hint(name, sym)
-        if not hint and sym.query_hook is not None:
+        if not hint and sym.in_properties:
             hint = f" (a constant that only the properties use is given with --const {name}=VALUE)"
         raise self.err(node, f"unknown identifier {name!r}" + hint)
 
