@@ -513,7 +513,8 @@ def _cmd_check_prism(args) -> int:
         raise _UsageError("--prop picks properties of a properties file; give --props FILE")
     with warnings.catch_warnings(record=True) as parse_caught:
         warnings.simplefilter("always")
-        ctx = property_context(file_text, args.props or "properties", tuple(args.args), tuple(args.prop))
+        props_name = args.props.replace("\\", "/").split("/")[-1] if args.props else "properties"
+        ctx = property_context(file_text, props_name, tuple(args.args), tuple(args.prop))
         single, ranges = constant_ranges(args.const)
         if explicit:
             if args.const:
@@ -536,9 +537,8 @@ def _cmd_check_prism(args) -> int:
         failed = True
         entries.append(("error", {"model": model_path, "property": text, "name": name, "error": message,
                                   "constants": constants, "warnings": warn}))
-        if not args.json:
-            where = f"{_fmt_constants(constants)}: " if constants else ""
-            print(f"exactq: error: {where}{message}", file=sys.stderr)
+        where = f"{_fmt_constants(constants)}: " if constants else ""
+        print(f"exactq: error: {where}{message}", file=sys.stderr)  # with --json too: stdout is the JSON
 
     for node, where in ctx.declaration_errors:
         error_entry(args.model, node.text, None, _one_line(node.error), {}, [])

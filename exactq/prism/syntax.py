@@ -458,6 +458,9 @@ class _Parser:
             return self.next()
         return None
 
+    def prev_line(self) -> int:
+        return self.toks[self.i - 1].line if self.i > 0 else 0
+
     def prev_text(self) -> str:
         return self.toks[self.i - 1].text if self.i > 0 else ""
 
@@ -836,6 +839,8 @@ class _Parser:
             self.in_bound = bound
 
     def _no_second_temporal(self) -> None:
+        if self.peek().line > self.prev_line() and self._starts_item(self.i):
+            return  # a new property on the next line: the caller reports the missing ']'
         if self.at("U", "W", "R") or (self.at("F", "G", "X") and self._starts_operand(1)):
             t = self.peek()
             raise self.unsupported(t, f"a second temporal operator {t.text!r} in one path formula (an LTL formula) "
