@@ -504,15 +504,11 @@ def _cmd_check_prism(args) -> int:
         raise _UsageError("--truncation does not apply to a PRISM file (its chain is finite)")
     solver = _prism_solver(args)
     explicit = args.model.endswith(".tra")
-    file_text = None
-    if args.props:
-        file_text = read_source(args.props, "properties file")
-    if not args.args and file_text is None:
+    if not args.args and not args.props:
         raise _UsageError("give a PRISM property ('P=? [ F \"done\" ]') or --props FILE")
-    if args.prop and file_text is None and not args.args:
-        raise _UsageError("--prop picks properties of a properties file; give --props FILE")
     with warnings.catch_warnings(record=True) as parse_caught:
         warnings.simplefilter("always")
+        file_text = read_source(args.props, "properties file") if args.props else None
         props_name = args.props.replace("\\", "/").split("/")[-1] if args.props else "properties"
         ctx = property_context(file_text, props_name, tuple(args.args), tuple(args.prop))
         single, ranges = constant_ranges(args.const)
