@@ -339,8 +339,9 @@ def _cmd_models_prism(args) -> None:
                                                  for c in undefined) or "none"))
     defined = [c for c in d["constants"] if not c["undefined"]]
     if defined:
-        print("  constants: " + ", ".join(f"{c['name']} ({c['type']}) = {c['value'] if c['value'] is not None else c['definition']}"
-                                          for c in defined))
+        shown = [f"{c['name']} ({c['type']}) = {c['value'] if c['value'] is not None else c['definition']}"
+                 for c in defined]
+        print("  constants: " + ", ".join(shown))
     print("  variables:")
     for v in d["variables"]:
         where = "global" if v["module"] is None else f"module {v['module']}"

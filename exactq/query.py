@@ -237,7 +237,7 @@ class Filter:
 
 @dataclass(frozen=True)
 class Threshold:
-    """``P~p [ ... ]``, ``S~p [ ... ]``, ``R~r [ ... ]``: in each state, whether ``query``'s value compares with ``bound``.
+    """``P~p [ ... ]``, ``S~p [ ... ]``, ``R~r [ ... ]``: per state, whether ``query``'s value compares with ``bound``.
 
     ``relation`` is one of ``<``, ``<=``, ``>``, ``>=``. Probability bounds 0 and 1 are
     decided by graph analysis (the states with probability exactly 0 or 1), never by

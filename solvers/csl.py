@@ -399,8 +399,8 @@ class _Evaluator:
         if close.any():
             i = int(np.flatnonzero(close)[0])
             warnings.warn(f"{q}: in {int(close.sum())} state{'s' if close.sum() > 1 else ''} the value is within its "
-                          f"error ({tol:.1e}) of the bound {b:g} (e.g. {self.state_text(i)}: {float(values[i])!r}); the "
-                          "comparison there may be wrong", AccuracyWarning, stacklevel=4)
+                          f"error ({tol:.1e}) of the bound {b:g} (e.g. {self.state_text(i)}: "
+                          f"{float(values[i])!r}); the comparison there may be wrong", AccuracyWarning, stacklevel=4)
         self.info["threshold"] = f"{q.relation} {b:g}"
         if sets is not None:
             self.info["exact_0_1"] = "probability 0 and 1 decided by graph analysis"

@@ -221,7 +221,10 @@ class Bound:
 
 @dataclass
 class PathFormula:
-    """``F φ``, ``G φ``, ``X φ``, ``φ1 U φ2``, ``φ1 W φ2``, ``φ1 R φ2`` (``left`` None for F, G, X), bounded or not."""
+    """``F φ``, ``G φ``, ``X φ``, ``φ1 U φ2``, ``φ1 W φ2``, ``φ1 R φ2`` (``left`` None for F, G, X).
+
+    ``bound`` is None for an unbounded formula.
+    """
 
     kind: str
     left: Expr | None

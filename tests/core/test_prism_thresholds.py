@@ -271,5 +271,6 @@ def test_constructs_outside_the_fragment_name_themselves(bd):
     m = bd[0]
     for prop, words in [("Pmin=? [ F n=4 ]", "'Pmin'"), ("P=? [ F G n=4 ]", "(LTL)"),
                         ("P=? [ X<=1 n=4 ]", "a bound on 'X'"), ("multi(P>=0.1 [ F n=4 ])", "multi-objective")]:
-        with pytest.raises(PrismUnsupportedError, match=r"column \d+: .*" + words.replace("(", r"\(").replace(")", r"\)")):
+        pattern = r"column \d+: .*" + words.replace("(", r"\(").replace(")", r"\)")
+        with pytest.raises(PrismUnsupportedError, match=pattern):
             value(m, prop)
