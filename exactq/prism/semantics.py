@@ -108,10 +108,12 @@ class Compiled:
     a deep tree is not printed at every level while it is compiled).
     """
 
-    __slots__ = ("type", "_text", "line", "col", "value", "fn")
+    __slots__ = ("type", "_text", "line", "col", "value", "fn", "depth")
 
-    def __init__(self, type: str, text, line: int, col: int, value: object = None, fn: object = None):  # noqa: A002
+    def __init__(self, type: str, text, line: int, col: int, value: object = None, fn: object = None,  # noqa: A002
+                 depth: int = 0):
         self.type, self._text, self.line, self.col, self.value, self.fn = type, text, line, col, value, fn
+        self.depth = depth  # nested calls of the evaluation: deep ones get room for their recursion
 
     @property
     def text(self) -> str:
@@ -129,6 +131,8 @@ class Compiled:
     def eval(self, ctx: EvalContext):
         if self.fn is None:
             return self.value
+        if self.depth < 200:  # the common case: no guard to pay for
+            return self.fn(ctx)
         with deep_recursion("the expression"):
             return self.fn(ctx)
 
@@ -316,13 +320,14 @@ class _Compiler:
                 v = op(*[a.value for a in args])
             return self.const(node, type_, _scalar(v, type_, self, node))
         fns = [a.fn if not a.const else (lambda ctx, v=a.value: v) for a in args]
+        depth = 2 + max(a.depth for a in args)
         if len(fns) == 1:
             f0 = fns[0]
-            return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx)))
+            return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx)), depth=depth)
         if len(fns) == 2:
             f0, f1 = fns
-            return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx), f1(ctx)))
-        return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(*[f(ctx) for f in fns]))
+            return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx), f1(ctx)), depth=depth)
+        return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(*[f(ctx) for f in fns]), depth=depth)
 
     def binary(self, node: Binary) -> Compiled:
         return self._binary(node, node.op, self.compile(node.left), self.compile(node.right), node.left, node.right)
@@ -353,7 +358,8 @@ class _Compiler:
             for f, g in fns:
                 value = f(value, g(ctx))
             return value
-        return Compiled(acc.type, node, node.line, node.col, fn=run)
+        depth = 2 + max([head.depth] + [c.depth for _, c in steps])
+        return Compiled(acc.type, node, node.line, node.col, fn=run, depth=depth)
 
     def _binary(self, node, op: str, a: Compiled, b: Compiled, left, right, build: bool = True) -> Compiled:
         """Type-check ``a op b``; with ``build`` the compiled result, else its type and the elementwise ``fn(x, y)``."""
