@@ -550,7 +550,7 @@ def _cmd_check_prism(args) -> int:
     def error_entry(model_path, text, name, message, constants, warn):
         nonlocal failed
         failed = True
-        entries.append(("error", {"model": model_path, "property": text, "name": name, "error": message,
+        entries.append(("error", {"model": model_path, "property": name, "name": name, "measure": text, "error": message,
                                   "constants": constants, "warnings": warn}))
         where = f"{_fmt_constants(constants)}: " if constants else ""
         print(f"exactq: error: {where}{message}", file=sys.stderr)  # with --json too: stdout is the JSON
@@ -644,7 +644,7 @@ def _prism_json(args, payload) -> dict:
     out = {
         "model": getattr(model, "path", args.model),
         "params": _params_json(model),
-        "property": d["measure"],
+        "property": info.get("property_name"),  # the property's name, as before (the text is "measure")
         "name": info.pop("property_name", None),
         "measure": d.pop("measure"),
         "method": d.pop("method"),

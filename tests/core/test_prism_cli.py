@@ -44,7 +44,7 @@ def test_check_with_a_properties_file_gives_one_answer_per_property(capsys):
     assert code == 0, err
     answers = json.loads(out)  # one JSON document: a list, one object per property
     assert [a["name"] for a in answers] == ["block", None, None, None, None]
-    assert answers[0]["property"] == answers[0]["measure"] == 'S=? [ "full" ]'
+    assert answers[0]["property"] == "block" and answers[0]["measure"] == 'S=? [ "full" ]'
     assert answers[4]["measure"] == 'P=? [ F<=T "full" ]'
     assert answers[4]["method"] == "query/uniformisation" and answers[4]["error_estimate"] <= 1e-12
     code, out, err = run(capsys, "check", FILES / "mmck.sm", "--props", FILES / "mmck.csl", "--const",

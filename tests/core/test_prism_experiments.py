@@ -42,7 +42,7 @@ def test_a_constant_only_the_property_uses_and_its_inferred_type(capsys):
     code, out, err = run(capsys, "check", FILES / "bd.sm", 'P=? [ F<=T "full" ]', "--const", "T=2", "--json")
     assert code == 0, err
     d = json.loads(out)
-    assert isinstance(d, dict) and d["property"] == d["measure"] == 'P=? [ F<=T "full" ]' and d["name"] is None
+    assert isinstance(d, dict) and d["measure"] == 'P=? [ F<=T "full" ]' and d["name"] is None and d["property"] is None
     assert d["value"] == pytest.approx(p_full(2.0), abs=1e-12)
     # U<=T (expr): T is the constant, (n=4) the operand
     code, out, err = run(capsys, "check", FILES / "bd.sm", "P=? [ n<4 U<=T (n=4) ]", "--const", "T=0.5", "--json")
@@ -85,7 +85,7 @@ def test_every_property_of_a_file_is_answered_independently(capsys):
     assert [d.get("name") for d in docs] == ["reach", "sure", None, "broken", None, None]
     reach, sure, busy, broken, jobs, nope = docs
     assert reach["value"] == pytest.approx(p_full(1.0), abs=1e-12) and sure["value"] is True
-    assert "error" in broken and broken["property"].startswith('P=? [ F<=T "full"')
+    assert "error" in broken and broken["measure"].startswith('P=? [ F<=T "full"')
     assert "expected ']' to close the P=? query" in broken["error"]
     assert nope["error"].startswith("experiment.csl, line 9, column 7: unknown label \"nope\"")
     assert isinstance(jobs["value"], float) and "error" not in busy
@@ -98,7 +98,7 @@ def test_prop_picks_properties_by_name_or_number_and_a_command_line_property_see
                          "--prop", "reach", "--prop", "3", "--json")
     assert code == 0, err
     docs = json.loads(out)
-    assert [d["name"] for d in docs] == ["reach", None] and docs[1]["property"] == 'P=? [ F<=T "busy" ]'
+    assert [d["name"] for d in docs] == ["reach", None] and docs[1]["measure"] == 'P=? [ F<=T "busy" ]'
     # the file's constant T, label "busy" and named property "reach" are visible on the command line
     code, out, err = run(capsys, "check", FILES / "bd.sm", '1 - "reach"', 'P=? [ F<=T "busy" ]', "--props",
                          FILES / "experiment.csl", "--const", "T=1", "--json")
