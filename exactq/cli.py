@@ -452,9 +452,13 @@ def _cmd_check(args) -> int | None:
     if args.method != "auto" or args.option:
         raise _UsageError(f"--method and --option apply to PRISM files in 'check'; {args.model!r} is a model name "
                           "(its queries are checked on its CTMC)")
-    if not args.args:
-        raise _UsageError("the following arguments are required: key=value ... QUERY")
-    *kv, query = args.args
+    queries = [a for a in args.args if _looks_like_query(a)]
+    kv = [a for a in args.args if not _looks_like_query(a)]
+    if len(queries) != 1:
+        raise _UsageError("give one query, e.g. 'S=? [ n > 2 ]', with the key=value parameters (in any order)"
+                          if not queries else f"give one query per check; got {len(queries)}: "
+                          + "; ".join(repr(q) for q in queries[:3]))
+    query = queries[0]
     model = build(args.model, **_parse_kv(kv))
     line = _progress_line(args)
     with warnings.catch_warnings(record=True) as caught:
@@ -466,6 +470,16 @@ def _cmd_check(args) -> int | None:
             if line is not None:
                 line.close()
     _emit(args, model, result, caught)
+
+
+def _looks_like_query(text: str) -> bool:
+    """A query, not a ``key=value`` parameter: it has ``=?``, a bracket (thresholds, paths) or is a filter.
+
+    >>> [_looks_like_query(s) for s in ("S=? [ n = 3 ]", "P>=0.9 [ F q1 = 5 ]", "filter(max, S=? [ a ])", "K=3")]
+    [True, True, True, False]
+    """
+    text = text.strip()
+    return "=?" in text or "[" in text or text.startswith("filter(") or not _KV.match(text)
 
 
 def _is_prism(name: str) -> bool:
@@ -824,6 +838,8 @@ def main(argv=None) -> int:
         # key=value parameters may also follow the options (solve ... --measure M k=2)
         if extra and args.command == "solve" and all(_KV.match(e) and not e.startswith("-") for e in extra):
             args.params = list(args.params) + extra
+        elif extra and args.command == "check" and not any(e.startswith("-") for e in extra):
+            args.args = list(args.args) + extra  # parameters and properties may follow the options too
         elif extra:
             raise _UsageError(f"unrecognized arguments: {' '.join(extra)}")
         _check_shared_options(args)
