@@ -368,6 +368,8 @@ def parse_params(model_name: str, params: Sequence[Param], raw: dict, *, known: 
     """
     known_names = {p.name: p for p in params}
     alias_of = {a.name: (p, a) for p in params for a in p.aliases}
+    if len(alias_of) != sum(len(p.aliases) for p in params) or set(alias_of) & set(known_names):
+        raise ValueError(f"model {model_name}: an alias repeats a parameter's name or another alias")
     unknown = [k for k in raw if k not in known_names and k not in alias_of]
     if unknown:
         also = f"; also {', '.join(alias_of)}" if alias_of else ""

@@ -315,3 +315,22 @@ def test_an_alias_keeps_the_declared_order_of_the_values():
     n = Param("n", "int", "", low=1)
     out = parse_params("m", (p, n), {"rate_per_server": "0.25", "n": "4"})
     assert list(out) == ["rate", "n"] and out == {"rate": 1.0, "n": 4}
+
+
+def test_an_alias_may_not_repeat_a_name():
+    p = Param("rate", "float", "", scope="total", aliases=(Alias("n", "total"),))
+    n = Param("n", "int", "", low=1)
+    with pytest.raises(ValueError, match="an alias repeats a parameter's name"):
+        parse_params("m", (p, n), {"rate": 1, "n": 2})
+
+
+def test_a_plugin_alias_may_not_shadow_an_option_of_exactq():
+    from exactq.errors import PluginError
+    from exactq.plugins import check_parameter_names
+
+    class Fake:
+        name = "fake"
+        parameters = (Param("rate", "float", "", scope="total", aliases=(Alias("tol", "total"),)),)
+
+    with pytest.raises(PluginError, match="parameter 'tol' clashes with"):
+        check_parameter_names(Fake)
