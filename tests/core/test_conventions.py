@@ -334,3 +334,27 @@ def test_a_plugin_alias_may_not_shadow_an_option_of_exactq():
 
     with pytest.raises(PluginError, match="parameter 'tol' clashes with"):
         check_parameter_names(Fake)
+
+
+@pytest.mark.parametrize("model, measure, params, anchor", [
+    # MODELS.md, finite capacity: "capacity K each, rate mu, arrivals lambda"; K = 5, rho = lambda/mu = 2
+    ("jsq", "blocking_probability", {"total_arrival_rate": 2, "service_rates": "1,1", "capacity": 5,
+                                     "method": "ctmc"}, 0.0996884735),
+    # SED: "arrivals 2 rho"; r = 2, rho = 0.5
+    ("sed", "mean_waiting_time", {"total_arrival_rate": 1, "service_rates": "1,1", "phases": 2}, 0.29938794),
+    # power-of-d mean field: "arrivals n lambda", lambda = 0.9, d = 2
+    ("power-of-d", "mean_response_time", {"arrival_rate_per_server": 0.9, "servers": "inf", "method": "meanfield"},
+     2.614057),
+    # speed-aware fluid limit: "arrivals N lambda", lambda = 1.2, gamma = (.5, .5), mu = (2, 1)
+    ("speed-aware", "mean_response_time", {"arrival_rate_per_server": 1.2, "speeds": "2,1", "fractions": "0.5,0.5",
+                                           "counts": "inf", "method": "fluid"}, 0.58333333),
+    # round-robin: "one Poisson stream of total rate Lambda"; n = 2, mu = 1, Lambda = 1
+    ("round-robin", "mean_response_time", {"total_arrival_rate": 1, "servers": 2, "method": "closed-form"},
+     1.61803399),
+])
+def test_the_names_with_their_scope_reproduce_the_anchors_of_models_md(model, measure, params, anchor):
+    """Given under the alias whose name says MODELS.md's scope, each model lands on MODELS.md's anchor."""
+    params = dict(params)
+    method = params.pop("method", "auto")
+    r = exactq.solve(model, measure, method=method, **params)
+    assert r.value == pytest.approx(anchor, abs=1e-6)
