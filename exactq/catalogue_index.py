@@ -49,7 +49,7 @@ INDEX = {'sources': {'models/__init__.py': '1aa73ce53b485a91',
              'solvers/transient.py': '7276d52e8bac7a20',
              'solvers/transient_law.py': 'b0786bc32a99e52a',
              'exactq/catalogue.py': '73e7eeb619fb1f8c',
-             'exactq/params.py': 'b9649123a499ad26'},
+             'exactq/params.py': '74ec76e27bc0fe6b'},
  'models': {'aoi': {'module': 'exactq.models.aoi',
                     'describe': {'name': 'aoi',
                                  'summary': 'age of information of n-bit status updates over an erasure channel: '
