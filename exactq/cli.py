@@ -9,6 +9,8 @@
     exactq solve FILE.sm CONST=value ... [--measure reward:NAME|label:NAME] [...]
     exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--const N=3,T=10] [--strict] [--json]
     exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
+    exactq check PREFIX.tra|PREFIX.mtx 'PROPERTY' ...    (an export read back)
+    exactq --version
     exactq reproduce NAME [--out DIR] [--full]
     exactq sweep MODEL key=value ... --over NAME=SPEC [--over ...] --out results.csv|.json|.parquet
                  [--measure M] [--method NAME] [--tol X] [--backend processes|serial|dask]
@@ -45,9 +47,36 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
+class _ShowVersion(Exception):
+    pass
+
+
+class _VersionAction(argparse.Action):
+    """``exactq --version``: handled by :func:`main` (stdout, exit 0), before the command is required."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise _ShowVersion()
+
+
+def version() -> str:
+    """The installed distribution's version (``importlib.metadata``), else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    from . import __version__
+
+    try:
+        return dist_version("exactq")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return __version__
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="exactq", description="Exact performance values of queueing and load-balancing models.")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    p.add_argument("--version", action=_VersionAction, help="print exactq's version and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     m = sub.add_parser("models", help="list models with their parameters, measures and methods")
@@ -85,8 +114,9 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--props", metavar="FILE.csl", help="a PRISM properties file (one property per line)")
     c.add_argument("--json", action="store_true")
 
-    e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab) or Matrix "
-                                      "Market")
+    e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab, rewards "
+                                      ".srew/.trew) or Matrix Market (.mtx with the same .sta/.lab/.srew); "
+                                      "exactq check PREFIX.tra|PREFIX.mtx reads them back")
     e.add_argument("model")
     e.add_argument("params", nargs="*", metavar="key=value")
     e.add_argument("--format", required=True, choices=("prism-explicit", "mtx"))
@@ -321,7 +351,13 @@ def _cmd_models(args) -> None:
 def _cmd_solve(args) -> None:
     from .api import model as build, solve
 
-    if _is_prism(args.model):  # a PRISM file: its key=value are its undefined constants
+    if _is_prism(args.model) and args.model.endswith((".tra", ".mtx")):  # exactq export's files
+        from .prism import load_explicit
+
+        if args.params:
+            raise _UsageError(f"an explicit chain ({args.model}) has no parameters; got {args.params[0]!r}")
+        model = load_explicit(args.model)
+    elif _is_prism(args.model):  # a PRISM file: its key=value are its undefined constants
         from .prism import load_prism
 
         model = load_prism(args.model, _parse_kv(args.params), strict=args.strict)
@@ -393,9 +429,9 @@ def _is_prism(name: str) -> bool:
 def _load_file_model(args):
     from .prism import load_explicit, load_prism
 
-    if args.model.endswith(".tra"):
+    if args.model.endswith((".tra", ".mtx")):
         if args.const:
-            raise _UsageError("--const applies to PRISM model files, not to explicit .tra files")
+            raise _UsageError("--const applies to PRISM model files, not to explicit .tra/.mtx files")
         return load_explicit(args.model)
     return load_prism(args.model, args.const, strict=args.strict)
 
@@ -487,9 +523,12 @@ def _cmd_export(args) -> None:
             raise _UsageError(f"give the constants of a PRISM file with --const; got {args.params[0]!r}")
         model = _load_file_model(args)
         chain = model.built.chain
+        rewards = model.built.rewards  # state and transition rewards of every structure
         info = getattr(model, "info", None)
         if info is not None:
             bool_vars = [v.name for v in info.variables if v.type == "bool"]
+        else:  # an explicit chain exported again
+            bool_vars = sorted(getattr(model, "_bool_vars", ()))
         name = os.path.splitext(os.path.basename(args.model))[0]
     else:
         from .api import model as build
@@ -513,7 +552,8 @@ def _cmd_export(args) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.format == "mtx":
-            files = [write_mtx(chain, prefix if prefix.endswith(".mtx") else prefix + ".mtx")]
+            files = write_mtx(chain, prefix if prefix.endswith(".mtx") else prefix + ".mtx", bool_vars=bool_vars,
+                              rewards=rewards)
         else:
             files = write_explicit(chain, prefix, bool_vars=bool_vars, rewards=rewards)
     for w in caught:
@@ -617,6 +657,9 @@ def main(argv=None) -> int:
         _check_shared_options(args)
         status = {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
                   "reproduce": _cmd_reproduce, "sweep": _cmd_sweep, "plot": _cmd_plot}[args.command](args)
+    except _ShowVersion:
+        print(f"exactq {version()}")
+        return 0
     except _UsageError as e:
         return fail(str(e))
     except ExactqError as e:
