@@ -69,6 +69,8 @@ __all__ = ["write_explicit", "write_mtx", "read_explicit", "read_mtx", "read_mod
 #: and variable (the parsed .sta rows and the state space's keys); a lower bound for the budget check
 READ_BYTES_PER_TRANSITION = 96
 READ_BYTES_PER_STATE_VAR = 48
+#: rows formatted at a time by the writers (bounds the memory of the text)
+WRITE_CHUNK = 1 << 18
 #: |row sum| a CTMC generator read from a .mtx may have, relative to the row's largest entry
 MTX_ROW_TOL = 1e-9
 _NAME = re.compile(r'^#\s*Reward structure(?:\s+"([^"]*)")?\s*$')
@@ -263,32 +265,35 @@ def write_mtx(chain, path: str, *, bool_vars=(), rewards: dict | None = None) ->
     return files
 
 
-def _savetxt(fh, columns, fmt) -> None:
-    buf = io.StringIO()
-    np.savetxt(buf, np.column_stack(columns), fmt=fmt, delimiter=" ")
-    fh.write(buf.getvalue())
+def _write_lines(fh, fmt: str, *columns) -> None:
+    """One line ``fmt.format(*row)`` per row of the columns, a chunk of rows at a time.
+
+    ``map`` of ``str.format`` over the columns' values (twice as fast as ``np.savetxt``,
+    which loops over the rows in Python); the chunks bound the memory the text takes.
+    """
+    n = len(columns[0])
+    for start in range(0, n, WRITE_CHUNK):
+        parts = [np.asarray(c[start:start + WRITE_CHUNK]).tolist() for c in columns]
+        fh.write("\n".join(map(fmt.format, *parts)))
+        fh.write("\n")
 
 
 def _write_tra(path: str, flat: _Flat) -> str:
     M = _tra_matrix(flat.matrix, flat.kind == "dtmc")
     with open(path, "w") as fh:
         fh.write(f"{flat.states.shape[0]} {M.nnz}\n")
-        if M.nnz:
-            _savetxt(fh, [M.row.astype(float), M.col.astype(float), M.data], ["%d", "%d", "%.17g"])
+        _write_lines(fh, "{} {} {:.17g}", M.row, M.col, M.data)  # 17 digits: the doubles exactly, as PRISM
     return path
 
 
 def _write_sta(path: str, flat: _Flat) -> str:
     n = flat.states.shape[0]
     bools = set(flat.bool_vars)
-    cols = [np.arange(n).astype(str)]
-    for k, name in enumerate(flat.names):
-        col = flat.states[:, k]
-        cols.append(np.where(col != 0, "true", "false") if name in bools else col.astype(str))
-    body = np.char.add(np.char.add(cols[0], ":("), _join(cols[1:], ","))
+    cols = [flat.states[:, k] if name not in bools else np.where(flat.states[:, k] != 0, "true", "false")
+            for k, name in enumerate(flat.names)]
     with open(path, "w") as fh:
         fh.write("(" + ",".join(flat.names) + ")\n")
-        fh.write("\n".join(np.char.add(body, ")").tolist()) + "\n")
+        _write_lines(fh, "{}:(" + ",".join(["{}"] * len(cols)) + ")", np.arange(n), *cols)
     return path
 
 
@@ -334,8 +339,7 @@ def _write_rewards(prefix: str, flat: _Flat) -> list[str]:
         nz = np.flatnonzero(state)
         with open(srew, "w") as fh:
             fh.write(_header(name, "State rewards") + f"{n} {nz.size}\n")
-            if nz.size:
-                _savetxt(fh, [nz.astype(float), state[nz]], ["%d", "%.17g"])
+            _write_lines(fh, "{} {:.17g}", nz, state[nz])
         written.append(srew)
         if trans is None:
             continue
@@ -351,8 +355,7 @@ def _write_rewards(prefix: str, flat: _Flat) -> list[str]:
         trew = srew[:-5] + ".trew"
         with open(trew, "w") as fh:
             fh.write(_header(name, "Transition rewards") + f"{n} {int(keep.sum())}\n")
-            if keep.any():
-                _savetxt(fh, [R.row[keep].astype(float), R.col[keep].astype(float), vals[keep]], ["%d", "%d", "%.17g"])
+            _write_lines(fh, "{} {} {:.17g}", R.row[keep], R.col[keep], vals[keep])
         written.append(trew)
     _remove_stale(prefix, written)
     return written
@@ -369,13 +372,6 @@ def _remove_stale(prefix: str, written: list) -> None:
     for path in stale:
         if path not in keep and os.path.exists(path):
             os.remove(path)
-
-
-def _join(cols: list, sep: str) -> np.ndarray:
-    out = cols[0]
-    for c in cols[1:]:
-        out = np.char.add(np.char.add(out, sep), c)
-    return out
 
 
 # ============================================================================ reading
@@ -654,23 +650,19 @@ def _read_sta(path: str, n: int):
             text = fh.read()
         except UnicodeDecodeError as exc:
             raise ModelError(f"{path}: not a PRISM .sta file ({exc})") from None
-    lines = text.split("\n")
-    k = 0
-    while k < len(lines) and lines[k].lstrip().startswith("#"):  # PRISM's optional "# States" header
-        k += 1
-    head = lines[k].strip() if k < len(lines) else ""
+    head, body = _skip_comments(text)  # PRISM's optional "# States" header
+    head = head.strip()
     if not (head.startswith("(") and head.endswith(")")):
         raise ModelError(f"{path}: the first line must be (v1,...,vn); got {head[:40]!r}")
     names = [s.strip() for s in head[1:-1].split(",")]
-    body = "\n".join(line for line in lines[k + 1:] if not line.lstrip().startswith("#"))
-    first = next((line for line in lines[k + 1:] if line.strip() and not line.lstrip().startswith("#")), "")
+    first, _ = _skip_comments(body)
     values = first[first.find("(") + 1:first.rfind(")")].split(",")  # PRISM types a variable by its first state
     bool_vars = tuple(nm for nm, v in zip(names, values) if v.strip() in ("true", "false"))
     body = body.replace("true", "1").replace("false", "0")
     for ch in ":(),":
         body = body.replace(ch, " ")
     try:
-        arr = np.loadtxt(io.StringIO(body), dtype=np.int64, ndmin=2)
+        arr = np.loadtxt(io.StringIO(body), dtype=np.int64, ndmin=2, comments="#")
     except ValueError as exc:
         raise ModelError(f"{path}: not a PRISM .sta file ({exc})") from None
     if arr.shape != (n, len(names) + 1):
@@ -680,6 +672,15 @@ def _read_sta(path: str, n: int):
     if not np.array_equal(arr[order, 0], np.arange(n)):
         raise ModelError(f"{path}: the state indices are not 0..{n - 1}")
     return names, arr[order, 1:], bool_vars
+
+
+def _skip_comments(text: str) -> tuple[str, str]:
+    """``(first line that is neither blank nor a # comment, the rest)`` (a loop over the leading comments only)."""
+    rest = text
+    while True:
+        line, sep, rest = rest.partition("\n")
+        if (line.strip() and not line.lstrip().startswith("#")) or not sep:
+            return line, rest
 
 
 def _read_lab(path: str, n: int, perm: np.ndarray) -> dict:
