@@ -233,21 +233,25 @@ def _processes(tasks: list[dict], workers: int, on_done: OnDone) -> None:
 
     from .sweep import run_point
 
+    from .catalogue import import_seconds
+
     planner = _Planner(tasks, _weights(tasks) if workers > 1 else None, workers)
-    # probe: solve the cheapest points here until the work left is known to pay for a pool
-    t0 = time.perf_counter()
+    # probe: solve the cheapest points here until the work left is known to pay for a pool (the first
+    # point's one-time import of its solver modules is not a cost of every point: it is left out)
+    t0, loaded = time.perf_counter(), import_seconds()
     probed: list[int] = []
     rows: list[dict] = []
     with threadpool_limits(1):
-        while planner.order and (time.perf_counter() - t0 < PROBE_SECONDS or workers == 1):
+        while planner.order and (time.perf_counter() - t0 - (import_seconds() - loaded) < PROBE_SECONDS
+                                 or workers == 1):
             i = planner.order.pop()
             probed.append(i)
             rows.append(run_point(tasks[i]))
             if workers == 1 and time.perf_counter() - t0 >= FLUSH_SECONDS:
                 on_done(probed, rows)
-                probed, rows, t0 = [], [], time.perf_counter()
+                probed, rows, t0, loaded = [], [], time.perf_counter(), import_seconds()
     if probed:
-        planner.learn(probed, time.perf_counter() - t0)
+        planner.learn(probed, max(time.perf_counter() - t0 - (import_seconds() - loaded), 0.0))
         on_done(probed, rows)
     if not planner.order:
         return

@@ -520,6 +520,12 @@ def _looks_like_query(text: str) -> bool:
 
 
 def _is_prism(name: str) -> bool:
+    import os
+
+    from .catalogue import is_builtin_model
+
+    if is_builtin_model(name) and not os.path.isfile(name):
+        return False  # a built-in model's name (never a PRISM suffix): no need to load the PRISM front end
     from .prism.models import is_prism_path
 
     return is_prism_path(name)
@@ -772,7 +778,10 @@ def _cmd_export(args) -> None:
         if not getattr(model, "is_infinite", False) and args.truncation is not None:
             raise _UsageError(f"model {model.name} is finite; --truncation does not apply")
         _require_export_size(model, factory, args.truncation)
-        chain = getattr(model, factory)(args.truncation)
+        from .plugins import guard
+
+        with guard(model):  # a plug-in's own failure is reported as its own
+            chain = getattr(model, factory)(args.truncation)
         name = model.name
     prefix = args.out or name
     _require_export_folder(prefix)

@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc, explore
@@ -57,6 +56,8 @@ class _BirthDeath(Model):
         c = self._servers
         a = self.arrival_rate / self.service_rate
         # log p_n = n log a - log(min(n, c)!) - (n - c)^+ log c
+        from scipy.special import gammaln  # here, not at import (0.1 s; only the M/M/c laws need it)
+
         logp = n * math.log(a) - gammaln(np.minimum(n, c) + 1) - np.maximum(n - c, 0) * math.log(c)
         p = np.exp(logp - logp.max())
         return p / p.sum()

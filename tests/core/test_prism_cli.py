@@ -73,7 +73,7 @@ def test_check_text_output_warnings_and_errors(capsys):
     code, out, err = run(capsys, "check", "mm1", "arrival_rate=0.5", "S=? [ n = 0 ]", "--const", "K=3")
     assert code == 2 and "--const, --props and --prop apply to PRISM files" in err
     code, out, err = run(capsys, "check", "mm1")
-    assert code == 2 and "QUERY" in err
+    assert code == 2 and "give one query" in err
     code, out, err = run(capsys, "check", "missing.sm", "S=? [ true ]")
     assert code == 2 and err.startswith("exactq: error: cannot read the PRISM file missing.sm")
 
