@@ -11,6 +11,8 @@
     exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--prop NAME|N ...] [--const N=3,T=0:10:100]
                  [--method M] [--option solver=S] [--strict] [--json]
     exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
+    exactq check PREFIX.tra|PREFIX.mtx 'PROPERTY' ...    (an export read back)
+    exactq --version
     exactq reproduce NAME [--out DIR] [--full]
     exactq sweep MODEL key=value ... --over NAME=SPEC [--over ...] --out results.csv|.json|.parquet
                  [--measure M] [--method NAME] [--tol X] [--backend processes|serial|dask]
@@ -47,9 +49,36 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
+class _ShowVersion(Exception):
+    pass
+
+
+class _VersionAction(argparse.Action):
+    """``exactq --version``: handled by :func:`main` (stdout, exit 0), before the command is required."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise _ShowVersion()
+
+
+def version() -> str:
+    """The installed distribution's version (``importlib.metadata``), else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    from . import __version__
+
+    try:
+        return dist_version("exactq")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return __version__
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="exactq", description="Exact performance values of queueing and load-balancing models.")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    p.add_argument("--version", action=_VersionAction, help="print exactq's version and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     m = sub.add_parser("models", help="list models with their parameters, measures and methods (or describe a PRISM "
@@ -80,7 +109,7 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
 
     c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC, or PRISM properties on a "
-                                     "PRISM file (FILE.sm, FILE.prism, FILE.pm, FILE.tra)")
+                                     "PRISM file (FILE.sm, FILE.prism, FILE.pm) or an export (FILE.tra, FILE.mtx)")
     c.add_argument("model")
     c.add_argument("args", nargs="*", metavar="key=value ... QUERY")
     c.add_argument("--tol", type=float, default=1e-9)
@@ -99,8 +128,9 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="on a PRISM file: solver=NAME, the stationary solver of steady-state properties")
     c.add_argument("--json", action="store_true")
 
-    e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab) or Matrix "
-                                      "Market")
+    e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab, rewards "
+                                      ".srew/.trew) or Matrix Market (.mtx with the same .sta/.lab/.srew); "
+                                      "exactq check PREFIX.tra|PREFIX.mtx reads them back")
     e.add_argument("model")
     e.add_argument("params", nargs="*", metavar="key=value")
     e.add_argument("--format", required=True, choices=("prism-explicit", "mtx"))
@@ -418,7 +448,14 @@ def _cmd_solve(args) -> None:
     from .api import model as build, solve
 
     early: list = []
-    if _is_prism(args.model):  # a PRISM file: --const gives its undefined constants
+    if _is_prism(args.model) and args.model.endswith((".tra", ".mtx")):  # exactq export's files
+        from .prism import load_explicit
+
+        if args.params or args.const:
+            given = args.params[0] if args.params else "--const"
+            raise _UsageError(f"an explicit chain ({args.model}) has no parameters or constants; got {given!r}")
+        model = load_explicit(args.model)
+    elif _is_prism(args.model):  # a PRISM file: --const gives its undefined constants
         from .prism import load_prism
 
         with warnings.catch_warnings(record=True) as early:
@@ -520,9 +557,9 @@ def _load_file_model(args, constants=None):
     """The model of a PRISM file (``--const`` or ``constants``) or of PRISM's explicit files (``.tra``)."""
     from .prism import load_explicit, load_prism
 
-    if args.model.endswith(".tra"):
+    if args.model.endswith((".tra", ".mtx")):
         if args.const:
-            raise _UsageError("--const applies to PRISM model files, not to explicit .tra files")
+            raise _UsageError("--const applies to PRISM model files, not to explicit .tra/.mtx files")
         return load_explicit(args.model)
     return load_prism(args.model, args.const if constants is None else constants, strict=args.strict)
 
@@ -564,7 +601,7 @@ def _cmd_check_prism(args) -> int:
     if args.truncation is not None:
         raise _UsageError("--truncation does not apply to a PRISM file (its chain is finite)")
     solver = _prism_solver(args)
-    explicit = args.model.endswith(".tra")
+    explicit = args.model.endswith((".tra", ".mtx"))  # exactq export's files
     if not args.args and not args.props:
         raise _UsageError("give a PRISM property ('P=? [ F \"done\" ]') or --props FILE")
     with warnings.catch_warnings(record=True) as parse_caught:
@@ -575,7 +612,7 @@ def _cmd_check_prism(args) -> int:
         single, ranges = constant_ranges(args.const)
         if explicit:
             if args.const:
-                raise _UsageError("--const applies to PRISM model files, not to explicit .tra files")
+                raise _UsageError("--const applies to PRISM model files, not to explicit .tra/.mtx files")
             mf = None
             model_undefined = set()
         else:
@@ -741,9 +778,12 @@ def _cmd_export(args) -> None:
             raise _UsageError(f"give the constants of a PRISM file with --const; got {args.params[0]!r}")
         model = _load_file_model(args)
         chain = model.built.chain
+        rewards = model.built.rewards  # state and transition rewards of every structure
         info = getattr(model, "info", None)
         if info is not None:
             bool_vars = [v.name for v in info.variables if v.type == "bool"]
+        else:  # an explicit chain exported again
+            bool_vars = sorted(getattr(model, "_bool_vars", ()))
         name = os.path.splitext(os.path.basename(args.model))[0]
     else:
         from .api import model as build
@@ -770,7 +810,8 @@ def _cmd_export(args) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.format == "mtx":
-            files = [write_mtx(chain, prefix if prefix.endswith(".mtx") else prefix + ".mtx")]
+            files = write_mtx(chain, prefix if prefix.endswith(".mtx") else prefix + ".mtx", bool_vars=bool_vars,
+                              rewards=rewards)
         else:
             files = write_explicit(chain, prefix, bool_vars=bool_vars, rewards=rewards)
     for w in caught:
@@ -876,6 +917,9 @@ def main(argv=None) -> int:
         _check_shared_options(args)
         status = {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
                   "reproduce": _cmd_reproduce, "sweep": _cmd_sweep, "plot": _cmd_plot}[args.command](args)
+    except _ShowVersion:
+        print(f"exactq {version()}")
+        return 0
     except _UsageError as e:
         return fail(str(e))
     except ExactqError as e:
