@@ -333,6 +333,7 @@ def _cmd_models(args) -> None:
     if args.const:
         raise _UsageError(f"--const applies to PRISM files; {args.name or 'the catalogue'!r} is not one")
     models = describe_models()
+    elsewhere = _scopes_elsewhere(models)
     if args.name:
         models = [m for m in models if m["name"] == args.name]
         if not models:
@@ -354,7 +355,11 @@ def _cmd_models(args) -> None:
         for p in m["parameters"]:
             req = "required" if p["required"] else f"default {_fmt_value(p['default'])}"
             rule = f"; {p['rule']}" if p["rule"] else ""
-            print(f"    {p['name']} ({p['kind']}, {req}{rule}): {p['doc']}")
+            scope = f"; {p['scope_doc']}" if p.get("scope_doc") else ""
+            other = elsewhere.get((m["name"], p["name"]), "")
+            print(f"    {p['name']} ({p['kind']}, {req}{rule}{scope}{other}): {p['doc']}")
+            if p.get("aliases"):
+                print("      also as " + ", ".join(f"{a['name']} ({a['doc']})" for a in p["aliases"]))
         print("  measures:")
         for k, v in m["measures"].items():
             star = " (default)" if k == m["default_measure"] else ""
@@ -364,6 +369,23 @@ def _cmd_models(args) -> None:
             opts = "; ".join(f"{k}: {', '.join(v)}" for k, v in m["method_options"].items())
             print(f"  method options (--option key=value): {opts}")
         print()
+
+
+def _scopes_elsewhere(models: list) -> dict:
+    """``(model, parameter) -> " (power-of-d, speed-aware: per server)"`` where the name has another scope elsewhere."""
+    by_name: dict = {}
+    for m in models:
+        for p in m["parameters"]:
+            if p.get("scope"):
+                by_name.setdefault(p["name"], {}).setdefault(p["scope"], []).append(m["name"])
+    out = {}
+    for name, scopes in by_name.items():
+        for scope, owners in scopes.items():
+            others = [f"{', '.join(ms)}: {s.replace('-', ' ')}" for s, ms in scopes.items() if s != scope]
+            for owner in owners:
+                if others:
+                    out[(owner, name)] = f" ({'; '.join(others)})"
+    return out
 
 
 def _cmd_models_prism(args) -> None:

@@ -68,6 +68,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .budget import as_size, require_memory
 from .errors import ExactqError, FileError, ModelError, NotApplicableError, file_error
 from .options import CONTROLS, check_tol, check_workers
+from .params import check_names, param_table
 
 __all__ = ["sweep", "parse_spec", "read_table", "write_table", "Study", "run_point", "run_batch", "TABLE_COLUMNS"]
 
@@ -282,7 +283,7 @@ class Study:
                              f"got {type(model).__name__}")
         self.model = model
         self.cls = get_model(model)
-        params = {p.name: p for p in self.cls.parameters}
+        params = param_table(self.cls.parameters)  # the declared names and their aliases (total_arrival_rate)
         items = list(over.items()) if isinstance(over, dict) else list(over or ())
         if not items:
             raise ModelError("sweep needs at least one swept parameter (--over NAME=SPEC)")
@@ -311,6 +312,7 @@ class Study:
         for name in fixed:
             if name not in params:
                 raise ModelError(f"unknown parameter {name!r} for model {model}; valid: {', '.join(params)}")
+        check_names(self.cls.parameters, [*seen, *fixed])  # not arrival_rate and total_arrival_rate together
         self.fixed = {k: _cell(v, params[k].kind) for k, v in fixed.items()}
         measures = dict(self.axes).get("measure", [measure if measure is not None else self.cls.default_measure])
         for m in measures:
