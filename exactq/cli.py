@@ -5,6 +5,7 @@
     exactq models [--json]
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
                  [--truncation N] [--time-limit S] [--verify] [--certify] [--strict] [--no-lump] [--json]
+                 [--progress | --no-progress]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--time-limit S] [--json]
     exactq models FILE.sm [--const N=3] [--json]
     exactq solve FILE.sm [--const N=3,...] [--measure reward:NAME|label:NAME] [--method M] [--option solver=S] [...]
@@ -13,7 +14,7 @@
     exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
     exactq check PREFIX.tra|PREFIX.mtx 'PROPERTY' ...    (an export read back)
     exactq --version
-    exactq reproduce NAME [--out DIR] [--full]
+    exactq reproduce NAME [--out DIR] [--full] [--progress | --no-progress]
     exactq sweep MODEL key=value ... --over NAME=SPEC [--over ...] --out results.csv|.json|.parquet
                  [--measure M] [--method NAME] [--tol X] [--backend processes|serial|dask]
                  [--scheduler tcp://HOST:PORT] [--workers N] [--force] [--warm-start]
@@ -106,6 +107,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="a method option (repeatable), e.g. --option solver=SCS for the convex method")
     s.add_argument("--const", action="append", metavar="N=3,T=10",
                    help="values of the undefined constants of a PRISM file (FILE.sm)")
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="truncation and certificate progress on stderr; default: on a terminal, not with --json")
     s.add_argument("--json", action="store_true")
 
     c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC, or PRISM properties on a "
@@ -145,6 +148,8 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="directory for JSON tables and figures")
     r.add_argument("--full", action="store_true",
                    help="paper-scale run (tighter tolerances, larger chains; minutes)")
+    r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a status line on stderr (table, point, elapsed, time left); default: on a terminal only")
 
     w = sub.add_parser("sweep", help="solve a model over a grid of parameters into a table (exit 1 if a point failed)")
     w.add_argument("model")
@@ -482,9 +487,14 @@ def _cmd_solve(args) -> None:
 
 
 def _progress_line(args):
-    """The truncation progress line on a terminal (not under --json), else None."""
-    from .progress import TruncationLine, is_terminal
+    """The truncation progress line on a terminal (not under --json), else None; ``--progress`` forces it."""
+    from .progress import StatusLine, TruncationLine, is_terminal
 
+    wanted = getattr(args, "progress", None)
+    if wanted is False:
+        return None
+    if wanted is True:
+        return TruncationLine(sys.stderr) if is_terminal(sys.stderr) else StatusLine(sys.stderr, live=False)
     return TruncationLine(sys.stderr) if not args.json and is_terminal(sys.stderr) else None
 
 
@@ -858,11 +868,19 @@ def _require_export_folder(prefix: str) -> None:
 def _cmd_reproduce(args) -> None:
     from .reproduce import reproduce, reproduction_names
 
+    from .progress import status_line
+
     if not args.name:
         for k, v in reproduction_names().items():
             print(f"{k}: {v}")
         return
-    print(reproduce(args.name, args.out, full=args.full))
+    line = status_line(args.progress, sys.stderr)
+    try:
+        text = reproduce(args.name, args.out, full=args.full, progress=line)
+    finally:
+        if line is not None:
+            line.close()
+    print(text)
 
 
 def _check_shared_options(args) -> None:
