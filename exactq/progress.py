@@ -161,17 +161,42 @@ class SweepBar:
             from tqdm import tqdm
 
             tqdm.monitor_interval = 0  # no monitor thread (the process pool forks)
+            # tqdm's own ETA counts points as equal; ours (weighted_eta) weighs them by their cost
             self.bar = tqdm(total=event["total"], file=self.stream, desc=self.desc, unit="point",
-                            dynamic_ncols=True, leave=False)
+                            dynamic_ncols=True, leave=False,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
         self.bar.update(event["done"] - self.bar.n)
+        post = {"eta": format_seconds(weighted_eta(event))}
         if event.get("failed"):
-            self.bar.set_postfix(failed=event["failed"], refresh=False)
+            post["failed"] = event["failed"]
+        self.bar.set_postfix(post, refresh=False)
         self.bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def weighted_eta(event: dict) -> float | None:
+    """Seconds left from a sweep event: elapsed time per unit of cost done, times the cost left.
+
+    ``weight_done``/``weight_total`` are the predicted costs of the points (their
+    first truncation's states); without them every point weighs 1. None before the
+    first point is done (no rate known yet).
+
+    Examples
+    --------
+    >>> weighted_eta({"done": 9, "total": 10, "elapsed": 9.0, "weight_done": 9.0, "weight_total": 27.0})
+    18.0
+    >>> weighted_eta({"done": 0, "total": 10, "elapsed": 0.5}) is None
+    True
+    """
+    done = event.get("weight_done", event.get("done", 0))
+    total = event.get("weight_total", event.get("total", 0))
+    if not done or event.get("elapsed") is None:
+        return None
+    return max(float(event["elapsed"]) * (total - done) / done, 0.0)
 
 
 def sweep_bar(enabled: bool | None = None, stream: IO | None = None) -> SweepBar | None:

@@ -986,21 +986,34 @@ def sweep(
         writer = TableWriter(out, study.columns, [kept[k] for k in grid_keys if k in kept] + foreign)
     results: dict[int, dict] = {}
     t0 = time.perf_counter()
-    counts = {"done": 0, "failed": 0}
+    counts = {"done": 0, "failed": 0, "weight_done": 0.0}
+    weights = None
+    if progress is not None and tasks:  # the ETA weighs the points by their predicted cost
+        from .backends import task_weights
+
+        weights = task_weights(tasks)
+    weight_of = weights or [1.0] * len(tasks)
+    position = {i: j for j, i in enumerate(todo)}
+
+    def report(rows: list[dict]) -> None:
+        if progress is not None:
+            progress({"done": counts["done"], "total": len(todo), "failed": counts["failed"],
+                      "skipped": len(kept), "elapsed": time.perf_counter() - t0, "rows": rows,
+                      "weight_done": counts["weight_done"], "weight_total": float(sum(weight_of))})
 
     def finished(indices: list[int], rows: list[dict]) -> None:
         for i, row in zip(indices, rows):
             results[i] = row
+            counts["weight_done"] += weight_of[position[i]]
         counts["done"] += len(rows)
         counts["failed"] += sum(r["status"] != "ok" for r in rows)
         if writer is not None:
             writer.add(rows)
-        if progress is not None:
-            progress({"done": counts["done"], "total": len(todo), "failed": counts["failed"],
-                      "skipped": len(kept), "elapsed": time.perf_counter() - t0, "rows": rows})
+        report(rows)
 
+    report([])  # the bar shows at once, before the first batch ends
     try:
-        run_tasks(tasks, backend=backend, scheduler=scheduler, workers=workers,
+        run_tasks(tasks, backend=backend, scheduler=scheduler, workers=workers, weights=weights,
                   on_done=lambda idx, rows: finished([todo[j] for j in idx], rows))
     finally:
         if writer is not None:

@@ -227,3 +227,18 @@ def test_solve_progress_flag_off_a_terminal(capsys):
     assert "truncation level" in err and "\r" not in err and "truncation" not in out
     assert main(["solve", "jsq", "arrival_rate=2.4", "service_rates=1,2", "--method", "ctmc"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_the_sweep_reports_before_its_first_point_and_weighs_the_eta():
+    """Issue 24: the bar shows at once (a done=0 event) and the ETA weighs points by their cost."""
+    from exactq.progress import weighted_eta
+    from exactq.sweep import sweep
+
+    events = []
+    sweep("mm1", {"service_rate": 1}, {"arrival_rate": "0.2:0.8:4"}, measure="mean_number", backend="serial",
+          progress=events.append, as_frame=False)
+    assert events[0]["done"] == 0 and events[0]["total"] == 4 and weighted_eta(events[0]) is None
+    assert events[-1]["done"] == 4 and events[-1]["weight_done"] == events[-1]["weight_total"]
+    assert weighted_eta(events[-1]) == 0.0
+    # a cheap point done, an expensive one left: the ETA scales with the cost left, not the count
+    assert weighted_eta({"done": 1, "total": 2, "elapsed": 1.0, "weight_done": 1.0, "weight_total": 11.0}) == 10.0
