@@ -23,11 +23,12 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ModelError
+from .errors import ModelError, NotApplicableError
 from .statespace import Space, StateSpace
 from .truncation import Truncation
 
-__all__ = ["Event", "CTMC", "DTMC", "StationaryDistribution", "build_ctmc", "build_dtmc", "explore", "ORDERINGS"]
+__all__ = ["Event", "CTMC", "DTMC", "StationaryDistribution", "build_ctmc", "build_dtmc", "explore",
+           "explore_transitions", "Explored", "ORDERINGS"]
 
 #: fill-reducing orderings a chain may ask the sparse LU for
 ORDERINGS = ("auto", "level", "nested-dissection", "mmd")
@@ -445,6 +446,10 @@ def build_dtmc(
 _BITMAP_KEYS = 1 << 26
 
 
+class _Collision(Exception):
+    """Two different states of a wide box share a hashed key (the exploration restarts with another seed)."""
+
+
 class _KeySet:
     """A growing set of int64 keys held as a few sorted runs (a log-structured merge).
 
@@ -455,38 +460,245 @@ class _KeySet:
     states explored in 0.2 s instead of 6.7 s). When every key is below ``universe``
     and that is at most :data:`_BITMAP_KEYS`, a boolean map of the keys replaces the
     runs (one lookup per key).
+
+    With ``words`` (the packed rows of a wide box, whose keys are hashes), every run
+    keeps the words beside its keys, and a key found with other words raises
+    :class:`_Collision`: membership stays exact.
     """
 
-    def __init__(self, keys: np.ndarray, universe: int | None = None):
-        keys = np.unique(keys)
+    def __init__(self, keys: np.ndarray, universe: int | None = None, words: np.ndarray | None = None):
+        keys, first = np.unique(keys, return_index=True)
         self.size = len(keys)
         self.bitmap = None
-        if universe is not None and universe <= _BITMAP_KEYS:
+        self.wide = words is not None
+        if universe is not None and universe <= _BITMAP_KEYS and not self.wide:
             self.bitmap = np.zeros(int(universe), dtype=bool)
             self.bitmap[keys] = True
             self.runs = []
         else:
-            self.runs = [keys]
+            self.runs = [(keys, words[first] if self.wide else None)]
 
-    def contains(self, keys: np.ndarray) -> np.ndarray:
+    def contains(self, keys: np.ndarray, words: np.ndarray | None = None) -> np.ndarray:
         if self.bitmap is not None:
             return self.bitmap[keys]
         found = np.zeros(len(keys), dtype=bool)
-        for run in self.runs:
+        for run, run_words in self.runs:
             pos = np.minimum(np.searchsorted(run, keys), len(run) - 1)
-            found |= run[pos] == keys
+            hit = run[pos] == keys
+            if self.wide and hit.any():
+                h = np.flatnonzero(hit)
+                if not np.array_equal(run_words[pos[h]], words[h]):
+                    raise _Collision
+            found |= hit
         return found
 
-    def add(self, keys: np.ndarray) -> None:
-        """Add keys that are new and sorted (``np.unique`` output)."""
+    def add(self, keys: np.ndarray, words: np.ndarray | None = None) -> None:
+        """Add keys that are new and sorted (``np.unique`` output), with their words for a wide box."""
         self.size += len(keys)
         if self.bitmap is not None:
             self.bitmap[keys] = True
             return
-        self.runs.append(keys)
-        while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
-            last = self.runs.pop()
-            self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]), kind="stable")
+        self.runs.append((keys, words))
+        while len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0]):
+            (k2, w2), (k1, w1) = self.runs.pop(), self.runs[-1]
+            k = np.concatenate([k1, k2])
+            order = np.argsort(k, kind="stable")
+            self.runs[-1] = (k[order], np.concatenate([w1, w2])[order] if self.wide else None)
+
+
+@dataclass
+class Explored:
+    """The reachable states of a model and, when kept, the transitions found on the way.
+
+    Attributes
+    ----------
+    space : StateSpace
+        The reachable states, sorted by key.
+    src, dst : (m,) ndarray of int64
+        Source and target state (indices into ``space``) of every transition kept
+        (empty when the exploration did not keep them). Duplicates are not merged.
+    weight : (m,) ndarray of float
+        The rate or probability the expander gave each transition.
+    order : (n,) ndarray of int64
+        ``order[i]`` is the index in ``space`` of the ``i``-th state discovered (the
+        order in which the expander saw the states, frontier by frontier).
+    extras : dict of name -> (n,) ndarray
+        What the expander reported per state, in the order of ``space``.
+    rounds : int
+        Breadth-first rounds (the depth of the search plus one).
+    """
+
+    space: StateSpace
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    order: np.ndarray
+    extras: dict
+    rounds: int
+
+
+def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, max_states: int | None = None,
+                        keep: bool = True, what: str = "the state space") -> Explored:
+    """Reachable states and transitions by a breadth-first search over whole frontiers.
+
+    Parameters
+    ----------
+    initial : (k, d) array_like of int
+        The initial states (inside the box).
+    expand : callable
+        ``expand(states, words) -> (blocks, extras)``: for the ``(f, d)`` frontier
+        and its packed rows (``space.packing.words``), an iterable of transition
+        blocks ``(src, weight, target_words)`` (``src`` indexes the frontier rows,
+        ``weight`` may be None when ``keep`` is false, every target inside the box)
+        and a dict of per-frontier-state arrays. The expander may compute the
+        targets' words directly from the sources' (a change ``dx`` of column ``j``
+        changes word ``packing.word_of[j]`` by ``packing.strides[j] * dx``), without
+        forming the target rows.
+    names : sequence of str
+    hi, lo : (d,) array_like of int
+        The box (``lo`` defaults to 0).
+    max_states : int, optional
+        Refuse (:class:`~exactq.errors.TruncationError`) to grow beyond this many states.
+    keep : bool
+        Keep the transitions (for assembling the chain) or only the states.
+    what : str
+        What is explored, for the budget messages.
+
+    Returns
+    -------
+    Explored
+
+    Notes
+    -----
+    The memory of each round is predicted and checked against the budget
+    (:func:`exactq.budget.require_memory`) before it is allocated. A wide box
+    (hashed keys, see :class:`~exactq.statespace.StateSpace`) compares the packed
+    words on every key match; a collision restarts the search with another seed.
+    """
+    from .statespace import _MAX_RESEEDS, Packing
+
+    init = np.atleast_2d(np.asarray(initial, dtype=np.int64))
+    lo = np.zeros(init.shape[1], np.int64) if lo is None else np.asarray(lo, dtype=np.int64)
+    packing = Packing(lo, hi, names)
+    if not np.all(packing.inside(init)):
+        raise ValueError("states outside the given bounding box")
+    for seed in range(_MAX_RESEEDS):
+        try:
+            return _search(init, expand, tuple(names), packing, seed, max_states, keep, what)
+        except _Collision:
+            continue
+    raise NotApplicableError(f"state keys collided under {_MAX_RESEEDS} hash seeds; report this as a bug")
+
+
+def _search(init, expand, names, packing, seed, max_states, keep, what) -> Explored:
+    from .budget import require_memory
+    from .errors import TruncationError
+    from .statespace import hash_words
+
+    wide = packing.n_words > 1
+    d, W = init.shape[1], packing.n_words
+    universe = None if wide else float(np.prod(packing.radix.astype(float)))
+
+    def key_of(words):
+        return hash_words(words, seed) if wide else words[:, 0]
+
+    words_all = packing.words(init)
+    keys_all = key_of(words_all)
+    keys, first = np.unique(keys_all, return_index=True)
+    if wide:
+        _check_unique_words(words_all, keys_all, keys, first)
+    words, frontier = words_all[first], init[first]
+    seen = _KeySet(keys, universe=None if universe is None or universe > _BITMAP_KEYS else int(universe),
+                   words=words if wide else None)
+    state_chunks, word_chunks, key_chunks = [frontier], [words], [keys]
+    src_parts, weight_parts, tkey_parts = [], [], []
+    extra_parts: dict = {}
+    n_found = len(frontier)
+    base = 0
+    rounds = 0
+    per_state = 8 * (d + 2 * W + 3)  # the row, its words (here and in the seen set), key and bookkeeping
+    while len(frontier):
+        rounds += 1
+        blocks, extras = expand(frontier, words)
+        new_keys, new_words = [], []
+        for src, weight, twords in blocks:
+            twords = np.asarray(twords, dtype=np.int64).reshape(len(src), W)
+            tkeys = key_of(twords)
+            if keep:
+                src_parts.append(np.asarray(src, dtype=np.int64) + base)
+                weight_parts.append(np.asarray(weight, dtype=float))
+                tkey_parts.append(tkeys)
+            fresh = ~seen.contains(tkeys, twords if wide else None)
+            if fresh.any():
+                new_keys.append(tkeys[fresh])
+                new_words.append(twords[fresh])
+        for name, arr in extras.items():
+            extra_parts.setdefault(name, []).append(np.asarray(arr))
+        base += len(frontier)
+        if not new_keys:
+            break
+        cand_keys = np.concatenate(new_keys)
+        cand_words = np.concatenate(new_words)
+        keys, first = np.unique(cand_keys, return_index=True)
+        if wide:
+            _check_unique_words(cand_words, cand_keys, keys, first)
+        words = cand_words[first]
+        require_memory(len(keys) * per_state, f"{what}: {n_found + len(keys)} states of {d} variables after "
+                       f"{rounds} rounds of exploration")
+        frontier = packing.decode(words)
+        seen.add(keys, words if wide else None)
+        n_found += len(keys)
+        if max_states is not None and n_found > max_states:
+            raise TruncationError(f"state space exceeds max_states={max_states} during exploration")
+        state_chunks.append(frontier)
+        word_chunks.append(words)
+        key_chunks.append(keys)
+    n = n_found
+    m = int(sum(len(p) for p in src_parts))
+    require_memory(n * 8 * (2 * d + 2 * W + 4) + m * 8 * 6,
+                   f"{what}: assembling {n} states and {m} transitions")
+    keys_disc = np.concatenate(key_chunks)
+    perm = np.argsort(keys_disc, kind="stable")  # final position -> discovery index
+    order = np.empty(n, dtype=np.int64)
+    order[perm] = np.arange(n, dtype=np.int64)
+    states = np.concatenate(state_chunks)[perm]
+    sorted_keys = keys_disc[perm]
+    space = StateSpace._presorted(states, names, packing, sorted_keys,
+                                  np.concatenate(word_chunks)[perm] if wide else None, seed)
+    del state_chunks, word_chunks, key_chunks
+    if keep and m:
+        src = order[np.concatenate(src_parts)]
+        del src_parts
+        tkeys = np.concatenate(tkey_parts)
+        del tkey_parts
+        dst = _lookup(sorted_keys, tkeys, universe, n)
+        weight = np.concatenate(weight_parts)
+    else:
+        src = dst = np.zeros(0, np.int64)
+        weight = np.zeros(0)
+    extras = {}
+    for name, parts in extra_parts.items():
+        arr = np.concatenate(parts)
+        out = np.empty_like(arr)
+        out[order] = arr
+        extras[name] = out
+    return Explored(space, src, dst, weight, order, extras, rounds)
+
+
+def _check_unique_words(words, keys, unique_keys, first) -> None:
+    """Raise :class:`_Collision` when rows with the same hashed key have different words."""
+    inv = np.searchsorted(unique_keys, keys)
+    if not np.array_equal(words, words[first][inv]):
+        raise _Collision
+
+
+def _lookup(sorted_keys: np.ndarray, keys: np.ndarray, universe, n: int) -> np.ndarray:
+    """The position of every key (all present) in the sorted keys: a dense table for a small universe."""
+    if universe is not None and universe <= max(32 * n, 1 << 22):
+        table = np.empty(int(universe), dtype=np.int64 if n >= 2**31 else np.int32)
+        table[sorted_keys] = np.arange(n, dtype=table.dtype)
+        return table[keys].astype(np.int64)
+    return np.searchsorted(sorted_keys, keys)
 
 
 def explore(
@@ -496,13 +708,14 @@ def explore(
     *,
     hi,
     lo=None,
-    max_states: int = 20_000_000,
+    max_states: int | None = 20_000_000,
 ) -> StateSpace:
     """Reachable states from ``initial`` by a vectorised breadth-first search.
 
     Each round applies every event to the whole frontier at once and keeps the new
     targets inside the box ``lo <= x <= hi`` (targets outside are the truncation,
-    accounted for later by :func:`build_ctmc`).
+    accounted for later by :func:`build_ctmc`). The search itself is
+    :func:`explore_transitions` (any box: wide ones get hashed keys).
 
     Parameters
     ----------
@@ -512,34 +725,22 @@ def explore(
     names : sequence of str
     hi, lo : (d,) array_like of int
         The box that bounds the exploration (``lo`` defaults to 0).
-    max_states : int
-        Refuse to grow beyond this many states.
+    max_states : int, optional
+        Refuse to grow beyond this many states (None: only the memory budget).
     """
-    from .errors import TruncationError
+    from .statespace import Packing
 
     init = np.atleast_2d(np.asarray(initial, dtype=np.int64))
-    box = StateSpace(init, names, lo=np.zeros(init.shape[1], np.int64) if lo is None else lo, hi=hi)
-    seen = _KeySet(box.keys, universe=int(np.prod(box.radix.astype(float))))
-    frontier = box.states
-    chunks = [frontier]
-    while len(frontier):
-        new_rows = []
-        for _, rates, targets in _collect(box, frontier, events):
-            t = targets[rates > 0]
-            if len(t):
-                new_rows.append(t)
-        if not new_rows:
-            break
-        cand = np.concatenate(new_rows)
-        keys = box._raw_key(cand)
-        ok = keys >= 0
-        keys, cand = keys[ok], cand[ok]
-        keys, first = np.unique(keys, return_index=True)
-        fresh = ~seen.contains(keys)
-        frontier = cand[first[fresh]]
-        if len(frontier):
-            seen.add(keys[fresh])
-            chunks.append(frontier)
-            if seen.size > max_states:
-                raise TruncationError(f"state space exceeds max_states={max_states} during exploration")
-    return StateSpace(np.concatenate(chunks), names, lo=box.lo, hi=box.hi)
+    packing = Packing(np.zeros(init.shape[1], np.int64) if lo is None else lo, hi, names)
+
+    def expand(states, words):
+        blocks = []
+        for _, rates, targets in _collect(None, states, events):
+            live = np.flatnonzero(rates > 0)
+            if live.size:
+                t = targets[live]
+                inside = packing.inside(t)
+                blocks.append((live[inside], None, packing.words(t[inside])))
+        return blocks, {}
+
+    return explore_transitions(init, expand, names, hi=hi, lo=lo, max_states=max_states, keep=False).space

@@ -1,55 +1,74 @@
 """Vectorised construction of the Markov chain of a PRISM model.
 
-Every *choice* of the model becomes one or more :class:`~exactq.ctmc.Event` objects:
-an unlabelled command is a choice of its own; for an action ``a``, every combination
-of one ``a``-command from each module that has ``a`` in its alphabet is a choice
-(PRISM's synchronisation: the guard is the conjunction of the guards, and the rate of
-a synchronised transition is the product of the components' rates; several enabled
-combinations add up). An event is one combination of updates of a choice; it
-evaluates the guards, rates and updates on the whole array of states at once with
-numpy, and returns the rate and the target of every state.
+The chain is found and assembled in one breadth-first search over whole frontiers
+(:func:`exactq.ctmc.explore_transitions`). For a frontier of states, the
+transitions are formed *per synchronisation*, with array operations only:
 
-The reachable states are found by :func:`exactq.ctmc.explore` (a breadth-first search
-over whole frontiers) from the initial state (or the states of ``init ... endinit``),
-and the chain is assembled by :func:`~exactq.ctmc.build_ctmc` (or
-:func:`~exactq.ctmc.build_dtmc`); the same pass over the events records which states
-have a transition, the expected transition rewards and, for a DTMC, how many choices
-each state has. No loop runs over states.
+* the **unlabelled commands** of every module interleave: each enabled command
+  contributes its updates (one entry per state, command and update);
+* an **action** ``a`` synchronises every module that has ``a`` in its alphabet.
+  For each such module, the guards of its ``a``-commands are evaluated once on the
+  frontier and its enabled (command, update) pairs are listed per state, sorted by
+  state (a CSR-like list: the probability or rate of the pair, and the change it
+  makes to the state's packed key). A state where some module has no enabled
+  pair blocks ``a``; elsewhere the transitions are the cartesian product of the
+  modules' lists, formed as index arithmetic: transition ``t`` of a state with
+  ``c_1, ..., c_M`` pairs takes pair ``(t // (c_{m+1} ... c_M)) % c_m`` of module
+  ``m``; its weight is the product of the pairs' (PRISM: the rate of a
+  synchronised transition is the product of the components' rates), its target
+  key the source key plus the pairs' key changes (each module writes its own
+  variables, so the changes add up).
 
-PRISM's semantics are kept where it matters:
+The cost is proportional to the number of transitions produced (and of pairs
+listed), not to the number of syntactic combinations of commands: a ring of 13
+processes with 3 update combinations each is 3^13 combinations in the source, and
+2^tokens transitions per state in the chain. The transitions of a frontier are
+formed in chunks whose memory is predicted and checked against the budget
+(:func:`exactq.budget.require_memory`) before they are allocated.
+
+PRISM's semantics (and Storm's, which follows PRISM's here) are kept where they
+matter:
 
 * a state with no transition (a *deadlock*) gets a self-loop, with a warning giving
   the number of such states (``strict``: an error naming one);
 * an update that leaves a variable's range is an error naming the variable, the
-  state and the command;
-* a DTMC state in which more than one choice is enabled (local nondeterminism, which
-  PRISM would randomise) is refused, naming the state and the commands; the
-  probabilities of each command must sum to 1.
+  state and the command (checked where the transition exists: a synchronisation a
+  module blocks is never formed);
+* updates of probability or rate 0 make no transition;
+* in a DTMC, the probabilities of every enabled command must sum to 1; a state
+  where ``k > 1`` *choices* are enabled (an enabled unlabelled command is one
+  choice, an action one choice per combination of enabled commands of its
+  modules) takes each with probability ``1/k``, as PRISM and Storm do, with a
+  warning giving the number of such states;
+* the number of transitions counts distinct (source, target) pairs, self-loops
+  included (those a command makes, and those added to deadlocks), as PRISM and
+  Storm report it.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 
-from exactq.ctmc import CTMC, DTMC, Event, build_ctmc, build_dtmc, explore
-from exactq.errors import ModelError
+from exactq.budget import require_memory
+from exactq.ctmc import CTMC, DTMC, explore_transitions
 from exactq.query import RewardStructure
 
 from .lexer import PrismModelError, warn
 from .semantics import EvalContext, ModelInfo
 
-__all__ = ["BuiltModel", "build_model", "MAX_EVENTS", "MAX_INIT_DOMAIN"]
+__all__ = ["BuiltModel", "build_model"]
 
-#: refuse models whose synchronisations expand to more events than this
-MAX_EVENTS = 200_000
-#: ``init ... endinit`` is evaluated on every valuation of the variables up to this many
-MAX_INIT_DOMAIN = 100_000_000
 #: probabilities of a DTMC command must sum to 1 within this
 PROB_TOL = 1e-6
+#: transitions formed in one chunk of the synchronisation product
+CHUNK_TRANSITIONS = 1 << 21
+#: bytes kept per transition (source, weight, target key) and used while forming a chunk
+_KEPT_PER_TRANSITION = 24
+_WORK_PER_TRANSITION = 96
 
 
 @dataclass
@@ -65,10 +84,13 @@ class BuiltModel:
     rewards : dict of str -> RewardStructure
         In the order of the file (unnamed structures are ``"#1"``, ``"#2"``, ...).
     n_transitions : int
-        Distinct transitions between different states (CTMC) or nonzero
-        probabilities (DTMC, self-loops included).
+        Distinct (source, target) pairs with a positive rate or probability,
+        self-loops included (those of commands and those added to deadlocks): the
+        count PRISM and Storm report.
     n_deadlocks : int
     build_seconds : float
+    n_nondeterministic : int
+        DTMC states with several enabled choices (each taken with probability 1/k).
     """
 
     chain: CTMC | DTMC
@@ -77,33 +99,36 @@ class BuiltModel:
     n_transitions: int
     n_deadlocks: int
     build_seconds: float
+    n_nondeterministic: int = 0
 
     @property
     def n_states(self) -> int:
         return self.chain.n_states
 
 
-@dataclass(frozen=True, eq=False)
-class _Choice:
-    index: int
-    action: str | None
-    commands: tuple
+class _Part:
+    """One module's commands in one synchronisation (or all the unlabelled commands)."""
 
-    def describe(self, src) -> str:
-        return " with ".join(c.where(src) for c in self.commands)
+    __slots__ = ("commands",)
+
+    def __init__(self, commands):
+        self.commands = list(commands)
 
 
-class _Recorder:
-    """What the building pass learns about every state besides the transitions."""
+class _Group:
+    """The unlabelled commands (``action`` None, one part) or one action and its modules (one part each)."""
 
-    def __init__(self, n: int, n_rewards: int, discrete: bool):
-        self.enabled = np.zeros(n, dtype=bool)
-        self.trans = [np.zeros(n) for _ in range(n_rewards)]
-        self.discrete = discrete
-        if discrete:
-            self.choices = np.zeros(n, dtype=np.int32)
-            self.last_choice = np.full(n, -1, dtype=np.int64)
-            self.prob = np.zeros(n)
+    __slots__ = ("action", "parts")
+
+    def __init__(self, action, parts):
+        self.action, self.parts = action, parts
+
+
+class _Pairs:
+    """The enabled (command, update) pairs of one part on a frontier, sorted by state."""
+
+    __slots__ = ("rows", "prob", "dword", "cmd", "upd", "bad", "count", "start", "ncmd", "psum", "cmd_rows",
+                 "jump")
 
 
 class _Builder:
@@ -115,155 +140,300 @@ class _Builder:
         self.lo = np.array([v.lo for v in info.variables], dtype=np.int64)
         self.hi = np.array([v.hi for v in info.variables], dtype=np.int64)
         self.names = info.names
-        self._ctx_states = None
-        self._ctx = None
-        self.record: _Recorder | None = None
-        self.record_states = None
-        self.choices = self._choices()
-        self.events = self._events()
+        self.groups = self._groups()
+        # transition-reward items by action ("" for the unlabelled commands)
+        self.trans_items = []
+        for rs in info.rewards:
+            by = {}
+            for action, guard, value in rs.trans_items:
+                by.setdefault(action or None, []).append((guard, value))
+            self.trans_items.append(by)
+        self.packing = None
 
-    # -- structure ---------------------------------------------------------------------
-    def _choices(self) -> list:
-        out = []
-        for m in self.info.modules:
-            for c in m.commands:
-                if c.action is None:
-                    out.append(_Choice(len(out), None, (c,)))
+    def _groups(self) -> list:
+        groups = []
+        plain = [c for m in self.info.modules for c in m.commands if c.action is None]
+        if plain:
+            groups.append(_Group(None, [_Part(plain)]))
         for a in self.info.actions:
-            parts = [[c for c in m.commands if c.action == a] for m in self.info.modules if a in m.alphabet]
-            count = int(np.prod([len(p) for p in parts]))
-            if count > MAX_EVENTS:
-                raise PrismModelError(f"{self.src.name}: the synchronisation on [{a}] has {count} combinations of "
-                                      f"commands, above the limit of {MAX_EVENTS}")
-            for combo in itertools.product(*parts):
-                out.append(_Choice(len(out), a, tuple(combo)))
+            parts = [_Part([c for c in m.commands if c.action == a]) for m in self.info.modules if a in m.alphabet]
+            groups.append(_Group(a, parts))
+        return groups
+
+    # -- pairs of one part -------------------------------------------------------------
+    def _pairs(self, part: _Part, ctx: EvalContext, n: int) -> _Pairs:
+        pk = self.packing
+        W = pk.n_words
+        rows_l, prob_l, dw_l, cmd_l, upd_l, bad_l = [], [], [], [], [], []
+        ncmd = np.zeros(n, dtype=np.int64)
+        psums, cmd_rows = [], []
+        jump = np.zeros(len(self.lo), dtype=np.int64)
+        for ci, c in enumerate(part.commands):
+            rows = np.flatnonzero(c.guard.full(ctx))
+            if rows.size == 0:
+                continue
+            ncmd[rows] += 1
+            sub = ctx.subset(rows)
+            m = rows.size
+            psum = np.zeros(m) if self.discrete else None
+            for ui, u in enumerate(c.updates):
+                with np.errstate(all="ignore"):
+                    if u.prob is None:
+                        p = np.ones(m)
+                    else:
+                        p = np.broadcast_to(np.asarray(u.prob.eval(sub), dtype=float), (m,))
+                    lo_p, hi_p = (p.min(), p.max()) if m else (0.0, 0.0)
+                    if not (lo_p >= 0 and np.isfinite(hi_p) and (not self.discrete or hi_p <= 1 + 1e-12)):
+                        self._rate_error(p, rows, ctx, c, u)
+                    if psum is not None:
+                        psum += p
+                    live = p > 0
+                    dword = np.zeros((m, W), dtype=np.int64)
+                    bad = np.zeros(m, dtype=bool)
+                    for j, e in u.assigns:
+                        v = np.broadcast_to(np.asarray(e.eval(sub), dtype=np.int64), (m,))
+                        out = (v < self.lo[j]) | (v > self.hi[j])
+                        dx = np.where(out, 0, v - sub.col(j))
+                        bad |= out
+                        if m:
+                            jump[j] = max(jump[j], int(np.abs(dx[live]).max(initial=0)))
+                        dword[:, pk.word_of[j]] += pk.strides[j] * dx
+                keep = np.flatnonzero(live)
+                rows_l.append(rows[keep])
+                prob_l.append(p[keep])
+                dw_l.append(dword[keep])
+                bad_l.append(bad[keep])
+                cmd_l.append(np.full(keep.size, ci, dtype=np.int32))
+                upd_l.append(np.full(keep.size, ui, dtype=np.int32))
+            if psum is not None:
+                psums.append((ci, rows, psum))
+            cmd_rows.append((ci, rows))
+        out = _Pairs()
+        if rows_l:
+            rows = np.concatenate(rows_l)
+            order = np.argsort(rows, kind="stable")
+            out.rows = rows[order]
+            out.prob = np.concatenate(prob_l)[order]
+            out.dword = np.concatenate(dw_l)[order]
+            out.cmd = np.concatenate(cmd_l)[order]
+            out.upd = np.concatenate(upd_l)[order]
+            out.bad = np.concatenate(bad_l)[order]
+        else:
+            out.rows = np.zeros(0, np.int64)
+            out.prob = np.zeros(0)
+            out.dword = np.zeros((0, W), np.int64)
+            out.cmd = out.upd = np.zeros(0, np.int32)
+            out.bad = np.zeros(0, bool)
+        out.count = np.bincount(out.rows, minlength=n)
+        out.start = np.concatenate([[0], np.cumsum(out.count)[:-1]])
+        out.ncmd = ncmd
+        out.psum = psums
+        out.cmd_rows = cmd_rows
+        out.jump = jump
         return out
 
-    def _events(self) -> list:
-        events = []
-        for ch in self.choices:
-            for k, ups in enumerate(itertools.product(*[c.updates for c in ch.commands])):
-                if len(events) >= MAX_EVENTS:
-                    raise PrismModelError(f"{self.src.name}: the model expands to more than {MAX_EVENTS} update "
-                                          "combinations")
-                events.append(Event(f"{ch.action or ''}:{ch.index}:{k}", self._event_fn(ch, ups, k)))
-        return events
+    # -- one frontier --------------------------------------------------------------------
+    def expand(self, states: np.ndarray, words: np.ndarray):
+        n = len(states)
+        ctx = EvalContext(states)
+        plans = []
+        choices = np.zeros(n, dtype=np.int64)
+        enabled = np.zeros(n, dtype=bool)
+        for g in self.groups:
+            pairs = [self._pairs(p, ctx, n) for p in g.parts]
+            if g.action is None:
+                active = pairs[0].count > 0
+                nchoice = pairs[0].ncmd
+                guarded = nchoice > 0
+            else:
+                active = np.ones(n, dtype=bool)
+                nchoice = np.ones(n, dtype=np.int64)
+                for pr in pairs:
+                    active &= pr.count > 0
+                    nchoice = nchoice * pr.ncmd
+                guarded = nchoice > 0  # every module has an enabled command: the synchronisation exists
+            enabled |= active
+            choices += nchoice
+            self._check_pairs(g, pairs, guarded, states)
+            plans.append((g, pairs, active))
+        scale = None
+        multi = 0
+        if self.discrete:
+            multi = int(np.count_nonzero(choices > 1))
+            if multi:
+                self._first_multi = self._first_multi or (states[int(np.flatnonzero(choices > 1)[0])].copy(),
+                                                          int(choices[choices > 1][0]))
+                scale = 1.0 / np.maximum(choices, 1)
+        trans = [np.zeros(n) for _ in self.info.rewards]
+        for g, pairs, active in plans:
+            if not active.any():
+                continue
+            self._rewards(g, pairs, active, ctx, trans, scale)
+            for pr in pairs:
+                self.jumps = np.maximum(self.jumps, pr.jump)
+        extras = {"enabled": enabled, "multi": choices > 1}
+        for k, t in enumerate(trans):
+            extras[f"trans{k}"] = t
+        return self._blocks(plans, words, scale, n), extras
 
-    # -- evaluation --------------------------------------------------------------------
-    def context(self, states: np.ndarray) -> EvalContext:
-        if states is not self._ctx_states:
-            self._ctx_states, self._ctx = states, EvalContext(states)
-        return self._ctx
-
-    def rows_of(self, ctx: EvalContext, ch: _Choice):
-        key = ("choice", ch.index)
-        hit = ctx.memo.get(key)
-        if hit is not None:
-            return hit
-        mask = None
-        for c in ch.commands:
-            gk = ("guard", id(c))
-            g = ctx.memo.get(gk)
-            if g is None:
-                g = ctx.memo[gk] = c.guard.full(ctx)
-            mask = g if mask is None else (mask & g)
-        rows = np.flatnonzero(mask)
-        hit = ctx.memo[key] = (rows, ctx.subset(rows))
-        return hit
-
-    def _event_fn(self, ch: _Choice, ups: tuple, k: int):
-        builder = self
-        assigns = [(j, e) for u in ups for (j, e) in u.assigns]
-        written = [j for j, _ in assigns]
-        clash = len(set(written)) < len(written)
-        cols = np.array(sorted(set(written)), dtype=np.int64)
-        lo_w, hi_w = self.lo[cols], self.hi[cols]
-        probs = [u.prob for u in ups if u.prob is not None]
-        discrete = self.discrete
-
-        def fn(states: np.ndarray):
-            ctx = builder.context(states)
-            rows, sub = builder.rows_of(ctx, ch)
-            n = states.shape[0]
-            rates = np.zeros(n)
-            if rows.size == 0:
-                return rates, states
-            m = rows.size
-            with np.errstate(all="ignore"):
-                r = None
-                for p in probs:
-                    v = p.eval(sub)
-                    r = v if r is None else r * v
-                values = [(j, e.eval(sub)) for j, e in assigns]
-            r = np.full(m, 1.0) if r is None else np.broadcast_to(np.asarray(r, dtype=float), (m,))
-            lo_r, hi_r = r.min(), r.max()
-            if not (lo_r >= 0 and np.isfinite(hi_r) and (not discrete or hi_r <= 1 + 1e-12)):
-                builder._check_rates(r, rows, states, ch, ups)
-            new = states[rows]
-            for j, v in values:
-                new[:, j] = v
-            if cols.size:
-                block = new[:, cols]
-                out = (block < lo_w) | (block > hi_w)
-                if out.any():
-                    builder._range_error(out & (r > 0)[:, None], new, cols, rows, states, ch)
-            if clash and hi_r > 0:
-                j = next(j for j in written if written.count(j) > 1)
-                i = int(rows[np.flatnonzero(r > 0)[0]])
-                raise PrismModelError(f"variable {builder.names[j]!r} is written by more than one module in "
-                                      f"{ch.describe(builder.src)}, in state {builder.state_text(states[i])}")
-            targets = np.empty_like(states)
-            targets[rows] = new
-            rates[rows] = r
-            if builder.record is not None and states is builder.record_states:
-                builder._note(ch, k, rows, r, sub)
-            return rates, targets
-
-        return fn
-
-    def _range_error(self, bad, new, cols, rows, states, ch) -> None:
-        if not bad.any():
-            return
-        b, c = (int(x[0]) for x in np.nonzero(bad))
-        j = int(cols[c])
-        var = self.info.variables[j]
-        raise PrismModelError(f"variable {var.name!r} would take the value {int(new[b, j])}, outside its range "
-                              f"[{var.lo}..{var.hi}], in state {self.state_text(states[rows[b]])} by "
-                              f"{ch.describe(self.src)}")
-
-    def _check_rates(self, r, rows, states, ch, ups) -> None:
-        bad = ~np.isfinite(r) | (r < 0) | ((r > 1 + 1e-12) if self.discrete else False)
-        if bad.any():
-            b = int(np.flatnonzero(bad)[0])
-            what = "probability" if self.discrete else "rate"
-            expr = " * ".join(str(u.prob.text) for u in ups if u.prob is not None) or "1"
-            raise PrismModelError(f"the {what} {expr} evaluates to {r[b]:g} in state "
-                                  f"{self.state_text(states[rows[b]])} ({ch.describe(self.src)}); a {what} must be "
-                                  f"finite, >= 0{' and <= 1' if self.discrete else ''}")
-
-    def _note(self, ch: _Choice, k: int, rows, r, sub) -> None:
-        rec = self.record
-        rec.enabled[rows[r > 0]] = True
-        for s, rs in enumerate(self.info.rewards):
-            acc = None
-            for action, guard, value in rs.trans_items:
-                if (action or None) != ch.action:
+    def _blocks(self, plans, words, scale, n):
+        """The transition blocks of a frontier, chunk by chunk (a generator)."""
+        W = self.packing.n_words
+        for g, pairs, active in plans:
+            if g.action is None:
+                pr = pairs[0]  # every pair is a transition of its own
+                src = pr.rows
+                if len(src) == 0:
                     continue
-                with np.errstate(all="ignore"):
-                    g = guard.full(sub)
-                    v = np.where(g, value.full(sub), 0.0)
-                if not np.all(np.isfinite(v)):
-                    b = int(np.flatnonzero(~np.isfinite(v))[0])
-                    raise PrismModelError(f"the transition reward '{value.text}' is not finite in state "
-                                          f"{self.state_text(self.record_states[rows[b]])}")
-                acc = v if acc is None else acc + v
-            if acc is not None:
-                rec.trans[s][rows] += r * acc  # rows are distinct (flatnonzero)
-        if rec.discrete:
-            if k == 0:
-                rec.choices[rows] += 1
-                rec.last_choice[rows] = ch.index
-            rec.prob[rows] += r
+                self._budget(len(src), n)
+                w = pr.prob * scale[src] if scale is not None else pr.prob
+                yield src, w, words[src] + pr.dword
+                continue
+            rows = np.flatnonzero(active)
+            if rows.size == 0:
+                continue
+            counts = [pr.count[rows] for pr in pairs]
+            total_f = np.ones(rows.size)
+            for c in counts:
+                total_f *= c
+            self._budget(float(total_f.sum()), n)
+            per_row = np.ones(rows.size, dtype=np.int64)
+            for c in counts:
+                per_row *= c
+            ends = np.cumsum(per_row)
+            lo = 0
+            while lo < rows.size:  # chunks of rows with about CHUNK_TRANSITIONS transitions
+                done = ends[lo - 1] if lo else 0
+                hi = int(np.searchsorted(ends, done + CHUNK_TRANSITIONS, side="right"))
+                hi = max(hi, lo + 1)
+                yield self._product(rows[lo:hi], per_row[lo:hi], pairs, words, scale, W)
+                lo = hi
+
+    def _product(self, rows, per_row, pairs, words, scale, W):
+        """The synchronised transitions of ``rows``: the cartesian product of the parts' pairs."""
+        total = int(per_row.sum())
+        src = np.repeat(rows, per_row)
+        offs = np.cumsum(per_row) - per_row
+        local = np.arange(total, dtype=np.int64) - np.repeat(offs, per_row)
+        weight = np.ones(total)
+        target = words[src]
+        stride = None
+        for pr in reversed(pairs):  # loop over modules: the last one varies fastest
+            cnt = pr.count[rows]
+            start = np.repeat(pr.start[rows], per_row)
+            if cnt.max() == 1:
+                e = start
+            else:
+                c = np.repeat(cnt, per_row)
+                digit = local if stride is None else local // stride
+                e = start + digit % c
+                stride = c if stride is None else stride * c
+            weight *= pr.prob[e]
+            target += pr.dword[e]
+        if scale is not None:
+            weight *= scale[src]
+        return src, weight, target
+
+    def _budget(self, transitions: float, n: int) -> None:
+        require_memory(transitions * (_KEPT_PER_TRANSITION + _WORK_PER_TRANSITION),
+                       f"{self.src.name}: the {transitions:.0f} transitions out of a frontier of {n} states")
+
+    # -- checks --------------------------------------------------------------------------
+    def _check_pairs(self, g: _Group, pairs, guarded, states) -> None:
+        """Ranges and (DTMC) probability sums, where the group's choices exist (``guarded``)."""
+        active = guarded
+        for part, pr in zip(g.parts, pairs):
+            if pr.bad.any():
+                on = pr.bad & active[pr.rows]
+                if on.any():
+                    k = int(np.flatnonzero(on)[0])
+                    self._range_error(part.commands[pr.cmd[k]], int(pr.upd[k]), states[pr.rows[k]], g)
+            if self.discrete:
+                for ci, rows, psum in pr.psum:
+                    off = np.abs(psum - 1.0) > PROB_TOL
+                    if off.any():
+                        off &= active[rows]
+                        if off.any():
+                            b = int(np.flatnonzero(off)[0])
+                            c = part.commands[ci]
+                            raise PrismModelError(f"the probabilities of {c.where(self.src)} sum to {psum[b]:.12g}, "
+                                                  f"not 1, in state {self.state_text(states[rows[b]])}")
+        if g.action is not None and len(pairs) > 1:
+            self._check_clash(g, pairs, active, states)
+
+    def _check_clash(self, g: _Group, pairs, active, states) -> None:
+        """A variable (a global) written by two modules in one synchronised transition is an error."""
+        writes = []
+        for part in g.parts:
+            writes.append({j for c in part.commands for u in c.updates for j, _ in u.assigns})
+        shared = set()
+        for i in range(len(writes)):
+            for k in range(i + 1, len(writes)):
+                shared |= writes[i] & writes[k]
+        for j in sorted(shared):
+            writers = []
+            for part, pr in zip(g.parts, pairs):
+                w = np.zeros(len(states), dtype=bool)
+                for ci, c in enumerate(part.commands):
+                    for ui, u in enumerate(c.updates):
+                        if any(jj == j for jj, _ in u.assigns):
+                            sel = (pr.cmd == ci) & (pr.upd == ui)
+                            w[pr.rows[sel]] = True
+                writers.append(w)
+            both = (np.sum(writers, axis=0) > 1) & active
+            if both.any():
+                i = int(np.flatnonzero(both)[0])
+                mods = [c.commands[0].module for c, w in zip(g.parts, writers) if w[i]]
+                raise PrismModelError(f"variable {self.names[j]!r} is written by more than one module ("
+                                      f"{', '.join(mods)}) in the synchronisation [{g.action}], in state "
+                                      f"{self.state_text(states[i])}")
+
+    def _range_error(self, c, ui: int, row, g: _Group) -> None:
+        ctx = EvalContext(row[None, :])
+        for j, e in c.updates[ui].assigns:
+            v = int(np.asarray(e.eval(ctx)).reshape(-1)[0])
+            var = self.info.variables[j]
+            if not var.lo <= v <= var.hi:
+                raise PrismModelError(f"variable {var.name!r} would take the value {v}, outside its range "
+                                      f"[{var.lo}..{var.hi}], in state {self.state_text(row)} by "
+                                      f"{c.where(self.src)}")
+        raise AssertionError("no out-of-range assignment found")  # pragma: no cover
+
+    def _rate_error(self, p, rows, ctx, c, u) -> None:
+        bad = ~np.isfinite(p) | (p < 0) | ((p > 1 + 1e-12) if self.discrete else False)
+        b = int(np.flatnonzero(bad)[0])
+        what = "probability" if self.discrete else "rate"
+        raise PrismModelError(f"the {what} {u.prob.text} evaluates to {p[b]:g} in state "
+                              f"{self.state_text(ctx.states[rows[b]])} ({c.where(self.src)}); a {what} must be "
+                              f"finite, >= 0{' and <= 1' if self.discrete else ''}")
+
+    # -- rewards ---------------------------------------------------------------------------
+    def _rewards(self, g: _Group, pairs, active, ctx: EvalContext, trans, scale) -> None:
+        """Expected transition rewards: per state, the group's reward times its total weight."""
+        if not any(g.action in by for by in self.trans_items):
+            return
+        if g.action is None:
+            mass = np.bincount(pairs[0].rows, weights=pairs[0].prob, minlength=ctx.n)
+        else:
+            mass = np.where(active, 1.0, 0.0)
+            for pr in pairs:
+                mass = mass * np.bincount(pr.rows, weights=pr.prob, minlength=ctx.n)
+        if scale is not None:
+            mass = mass * scale
+        for s, by in enumerate(self.trans_items):
+            items = by.get(g.action)
+            if not items:
+                continue
+            acc = np.zeros(ctx.n)
+            with np.errstate(all="ignore"):
+                for guard, value in items:
+                    acc += np.where(guard.full(ctx), value.full(ctx), 0.0)
+            on = mass > 0
+            if not np.all(np.isfinite(acc[on])):
+                b = int(np.flatnonzero(on & ~np.isfinite(acc))[0])
+                raise PrismModelError(f"the transition reward of [{g.action or ''}] is not finite in state "
+                                      f"{self.state_text(ctx.states[b])}")
+            trans[s] += np.where(on, mass * acc, 0.0)
 
     def state_text(self, row) -> str:
         parts = []
@@ -276,30 +446,78 @@ class _Builder:
         info = self.info
         if info.init is None:
             return np.array([[v.init for v in info.variables]], dtype=np.int64)
-        radix = (self.hi - self.lo + 1).astype(object)
-        total = 1
-        for r in radix:
-            total *= int(r)
-        if total > MAX_INIT_DOMAIN:
-            raise PrismModelError(f"{self.src.name}: 'init ... endinit' would be evaluated on {total} valuations of "
-                                  f"the variables, above the limit of {MAX_INIT_DOMAIN}; give initial values in the "
-                                  "variable declarations instead")
-        radix = radix.astype(np.int64)
-        strides = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
+        used = _referenced_columns(info.init, self.lo)
+        radix = [int(self.hi[j] - self.lo[j] + 1) for j in range(len(self.lo))]
+        domain = 1
+        for j in used:
+            domain *= radix[j]
+        names = ", ".join(self.names[j] for j in used) or "none"
+        require_memory(float(domain) * 8 * (len(used) + 2),
+                       f"{self.src.name}: evaluating 'init ... endinit' on the {domain} valuations of the variables "
+                       f"it reads ({names})",
+                       hint="constrain fewer variables there, or give initial values in the declarations")
         found = []
+        sub_radix = np.array([radix[j] for j in used], dtype=np.int64)
+        strides = np.concatenate([np.cumprod(sub_radix[::-1])[::-1][1:], [1]]).astype(np.int64) if used else []
+        base = np.array([v.lo for v in info.variables], dtype=np.int64)
         step = 1 << 20
-        for start in range(0, total, step):  # chunks of the variable domain, not states
-            idx = np.arange(start, min(total, start + step), dtype=np.int64)
-            states = (idx[:, None] // strides[None, :]) % radix[None, :] + self.lo[None, :]
-            ok = info.init.full(EvalContext(states))
+        for start in range(0, domain, step):  # chunks of the variables' domain, not states
+            idx = np.arange(start, min(domain, start + step), dtype=np.int64)
+            states = np.repeat(base[None, :], len(idx), axis=0)
+            for k, j in enumerate(used):
+                states[:, j] = (idx // strides[k]) % sub_radix[k] + self.lo[j]
+            ok = np.broadcast_to(info.init.full(EvalContext(states)), (len(idx),))
             if ok.any():
                 found.append(states[ok])
         if not found:
             raise PrismModelError(f"{self.src.name}: no valuation of the variables satisfies 'init ... endinit'")
-        return np.concatenate(found)
+        init = np.concatenate(found)
+        free = [j for j in range(len(self.lo)) if j not in set(used)]
+        if free:  # variables the block does not read take every value of their range
+            count = len(init)
+            for j in free:
+                count *= radix[j]
+            require_memory(float(count) * 8 * (len(self.lo) + 2),
+                           f"{self.src.name}: the {count} initial states of 'init ... endinit' (it leaves "
+                           f"{', '.join(self.names[j] for j in free)} free)")
+            for j in free:
+                vals = np.arange(self.lo[j], self.hi[j] + 1, dtype=np.int64)
+                init = np.repeat(init, len(vals), axis=0)
+                init[:, j] = np.tile(vals, len(init) // len(vals))
+        return init
 
 
-def build_model(info: ModelInfo, *, strict: bool = False, max_states: int = 20_000_000) -> BuiltModel:
+class _Recorder(EvalContext):
+    """An evaluation context of one state that records the columns an expression reads."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, row: np.ndarray):
+        super().__init__(np.asarray(row, dtype=np.int64)[None, :])
+        self.seen = set()
+
+    def col(self, j: int) -> np.ndarray:
+        self.seen.add(j)
+        return super().col(j)
+
+
+def _referenced_columns(expr, row: np.ndarray) -> list:
+    """The variables (columns) a compiled expression reads.
+
+    Every operator of a compiled expression is evaluated on whole columns (both
+    branches of ``c ? a : b`` included), so one evaluation on any state (here
+    ``row``) reads them all.
+    """
+    rec = _Recorder(row)
+    with np.errstate(all="ignore"):
+        try:
+            expr.eval(rec)
+        except PrismModelError:  # a fault at this state (e.g. mod by 0): assume every variable
+            return list(range(len(row)))
+    return sorted(rec.seen)
+
+
+def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None = None) -> BuiltModel:
     """Build the chain of an analysed PRISM model (see the module docstring).
 
     Parameters
@@ -308,8 +526,9 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int = 20_0
         From :func:`exactq.prism.semantics.analyse`.
     strict : bool
         Deadlocks are an error (naming a deadlocked state) instead of a warning.
-    max_states : int
-        Refuse to explore beyond this many states.
+    max_states : int, optional
+        Refuse to explore beyond this many states (default: only the memory budget,
+        checked before every large allocation).
 
     Returns
     -------
@@ -318,19 +537,48 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int = 20_0
     Raises
     ------
     PrismModelError
-        For an out-of-range update, a negative or non-finite rate, local
-        nondeterminism in a DTMC, probabilities not summing to 1, or (``strict``) a
-        deadlock.
+        For an out-of-range update, a negative or non-finite rate, probabilities not
+        summing to 1, or (``strict``) a deadlock.
+    exactq.budget.BudgetError
+        When the states or transitions would not fit in the memory budget.
     """
     t0 = time.perf_counter()
     b = _Builder(info, strict)
     init = b.initial_states()
-    space = explore(init, b.events, b.names, hi=b.hi, lo=b.lo, max_states=max_states)
+    from exactq.statespace import Packing
+
+    b.packing = Packing(b.lo, b.hi, b.names)
+    b.jumps = np.zeros(len(b.lo), dtype=np.int64)
+    b._first_multi = None
+    ex = explore_transitions(init, b.expand, b.names, hi=b.hi, lo=b.lo, max_states=max_states,
+                             what=f"{info.source.name}")
+    space = ex.space
     n = space.n_states
     states = space.states
     init_mask = np.zeros(n, dtype=bool)
-    init_idx = space.index(init)
-    init_mask[init_idx] = True
+    init_mask[space.index(init)] = True
+    dead = ~ex.extras["enabled"]
+    n_dead = int(dead.sum())
+    if n_dead:
+        i = int(np.flatnonzero(dead)[0])
+        if strict:
+            raise PrismModelError(f"state {b.state_text(states[i])} is a deadlock (no command is enabled); "
+                                  f"{n_dead} deadlocked state{'s' if n_dead > 1 else ''} in all (strict mode)")
+        warn(f"{n_dead} deadlocked state{'s were' if n_dead > 1 else ' was'} fixed by adding a self-loop, as PRISM "
+             f"does (e.g. {b.state_text(states[i])})")
+    n_multi = int(ex.extras["multi"].sum()) if b.discrete else 0
+    if n_multi:
+        row, k = b._first_multi
+        warn(f"{n_multi} state{'s' if n_multi > 1 else ''} of the dtmc enable{'' if n_multi > 1 else 's'} more than "
+             f"one choice (e.g. {b.state_text(row)}: {k} choices); as PRISM and Storm do, each of the k enabled "
+             "choices is taken with probability 1/k")
+    # the matrix: duplicates summed, self-loops kept for the count
+    require_memory(len(ex.src) * 40.0 + n * 32.0, f"{info.source.name}: the matrix of {n} states and "
+                   f"{len(ex.src)} transitions")
+    R = sp.csr_matrix((ex.weight, (ex.src, ex.dst)), shape=(n, n))
+    R.sum_duplicates()
+    R.eliminate_zeros()
+    n_trans = int(R.nnz) + n_dead
     ctx = EvalContext(states)
     state_rewards = {}
     keys = []
@@ -348,62 +596,25 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int = 20_0
             acc = acc + v
         state_rewards[key] = acc
     constants = {k: v for k, (_, v) in info.constants.items() if v is not None}
-    first = int(init_idx[0])
-    b.record = _Recorder(n, len(info.rewards), b.discrete)
-    b.record_states = states
-    try:
-        if b.discrete:
-            try:
-                chain = build_dtmc(space, b.events, rewards=state_rewards, initial=first, constants=constants)
-            except ModelError:
-                _check_dtmc(b, states)
-                raise
-            _check_dtmc(b, states)
-        else:
-            chain = build_ctmc(space, b.events, rewards=state_rewards, initial=first, constants=constants)
-    finally:
-        rec, b.record, b.record_states = b.record, None, None
-        b._ctx_states = b._ctx = None
-    dead = ~rec.enabled
-    n_dead = int(dead.sum())
-    if n_dead:
-        i = int(np.flatnonzero(dead)[0])
-        if strict:
-            raise PrismModelError(f"state {b.state_text(states[i])} is a deadlock (no command is enabled); "
-                                  f"{n_dead} deadlocked state{'s' if n_dead > 1 else ''} in all (strict mode)")
-        warn(f"{n_dead} deadlocked state{'s were' if n_dead > 1 else ' was'} fixed by adding a self-loop, as PRISM "
-             f"does (e.g. {b.state_text(states[i])})")
+    first = int(space.index(init[:1])[0])
+    if b.discrete:
+        if n_dead:
+            R = (R + sp.csr_matrix((np.ones(n_dead), (np.flatnonzero(dead), np.flatnonzero(dead))),
+                                   shape=(n, n))).tocsr()
+        chain = DTMC(space=space, P=R, cut_prob=np.zeros(n), rewards=state_rewards, initial=first,
+                     constants=constants)
+    else:
+        out = np.asarray(R.sum(axis=1)).ravel()
+        Q = (R - sp.diags(out, format="csr")).tocsr()
+        Q.sum_duplicates()
+        chain = CTMC(space=space, Q=Q, cut_rate=np.zeros(n), jumps=b.jumps, rewards=state_rewards, initial=first,
+                     constants=constants)
     label_ctx = EvalContext(states, labels={"init": init_mask, "deadlock": dead})
     labels = {"init": init_mask, "deadlock": dead}
     for name, c in info.labels.items():
-        labels[name] = c.full(label_ctx)
+        labels[name] = np.broadcast_to(c.full(label_ctx), (n,)).copy()
     chain = replace(chain, labels=labels)
     structures = {}
     for k, key in enumerate(keys):
-        structures[key] = RewardStructure(key, state_rewards[key], rec.trans[k])
-    if b.discrete:
-        n_trans = int(chain.P.nnz)
-    else:
-        Q = chain.Q
-        n_trans = int(Q.nnz - np.count_nonzero(Q.diagonal()))
-    return BuiltModel(chain, info, structures, n_trans, n_dead, time.perf_counter() - t0)
-
-
-def _check_dtmc(b: _Builder, states: np.ndarray) -> None:
-    rec = b.record
-    many = rec.choices > 1
-    if many.any():
-        i = int(np.flatnonzero(many)[0])
-        ctx = EvalContext(states[i:i + 1])
-        on = [ch for ch in b.choices if b.rows_of(ctx, ch)[0].size]
-        raise PrismModelError(
-            f"local nondeterminism in a dtmc: state {b.state_text(states[i])} enables {len(on)} choices ("
-            + "; ".join(ch.describe(b.src) for ch in on[:3]) + "); PRISM would pick one uniformly at random, "
-            "exactq refuses it (make the guards disjoint, or synchronise the modules)")
-    one = rec.choices == 1
-    off = one & (np.abs(rec.prob - 1.0) > PROB_TOL)
-    if off.any():
-        i = int(np.flatnonzero(off)[0])
-        ch = b.choices[int(rec.last_choice[i])]
-        raise PrismModelError(f"the probabilities of {ch.describe(b.src)} sum to {rec.prob[i]:.12g}, not 1, in state "
-                              f"{b.state_text(states[i])}")
+        structures[key] = RewardStructure(key, state_rewards[key], ex.extras[f"trans{k}"])
+    return BuiltModel(chain, info, structures, n_trans, n_dead, time.perf_counter() - t0, n_multi)
