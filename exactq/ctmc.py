@@ -28,7 +28,7 @@ from .statespace import Space, StateSpace
 from .truncation import Truncation
 
 __all__ = ["Event", "CTMC", "DTMC", "StationaryDistribution", "build_ctmc", "build_dtmc", "explore",
-           "explore_transitions", "Explored", "ORDERINGS"]
+           "explore_transitions", "Explored", "MemoryMeter", "ORDERINGS"]
 
 #: fill-reducing orderings a chain may ask the sparse LU for
 ORDERINGS = ("auto", "level", "nested-dissection", "mmd")
@@ -446,6 +446,45 @@ def build_dtmc(
 _BITMAP_KEYS = 1 << 26
 
 
+class MemoryMeter:
+    """The bytes a computation holds, checked against the memory budget taken at its start.
+
+    ``need(held, what, transient=...)`` adds ``held`` bytes (kept until the end) and
+    checks ``held so far + transient`` against the budget (the machine's available
+    memory when the computation began, or ``EXACTQ_MEMORY_BUDGET``); over it, the
+    line of :func:`exactq.budget.require_memory` names ``what``. The checks are
+    cumulative, so that many small allocations cannot add up past the budget, and
+    cheap (the budget is read once).
+
+    Examples
+    --------
+    >>> m = MemoryMeter()
+    >>> m.budget = 1000
+    >>> m.need(600, "the first half")
+    >>> try:
+    ...     m.need(600, "the second half")
+    ... except MemoryError as e:
+    ...     print(str(e).split(" would")[0])
+    the second half
+    """
+
+    def __init__(self):
+        from .budget import memory_budget
+
+        self.budget = memory_budget()
+        self.held = 0.0
+
+    def need(self, held: float, what: str, *, transient: float = 0.0, hint: str = "") -> None:
+        from .budget import BudgetError, format_bytes
+
+        total = self.held + float(held) + float(transient)
+        if self.budget is not None and not total <= self.budget:
+            tail = f"; {hint}" if hint else ""
+            raise BudgetError(f"{what} would need about {format_bytes(total)}, above the memory budget of "
+                              f"{format_bytes(self.budget)} (EXACTQ_MEMORY_BUDGET changes it){tail}")
+        self.held += float(held)
+
+
 class _Collision(Exception):
     """Two different states of a wide box share a hashed key (the exploration restarts with another seed)."""
 
@@ -538,7 +577,7 @@ class Explored:
 
 
 def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, max_states: int | None = None,
-                        keep: bool = True, what: str = "the state space") -> Explored:
+                        keep: bool = True, what: str = "the state space", meter: MemoryMeter | None = None) -> Explored:
     """Reachable states and transitions by a breadth-first search over whole frontiers.
 
     Parameters
@@ -563,6 +602,9 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
         Keep the transitions (for assembling the chain) or only the states.
     what : str
         What is explored, for the budget messages.
+    meter : MemoryMeter, optional
+        Shared with the expander, which accounts for the transitions it forms
+        (default: a fresh one).
 
     Returns
     -------
@@ -571,7 +613,7 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
     Notes
     -----
     The memory of each round is predicted and checked against the budget
-    (:func:`exactq.budget.require_memory`) before it is allocated. A wide box
+    (:class:`MemoryMeter`) before it is allocated. A wide box
     (hashed keys, see :class:`~exactq.statespace.StateSpace`) compares the packed
     words on every key match; a collision restarts the search with another seed.
     """
@@ -582,16 +624,18 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
     packing = Packing(lo, hi, names)
     if not np.all(packing.inside(init)):
         raise ValueError("states outside the given bounding box")
+    meter = MemoryMeter() if meter is None else meter
+    held = meter.held
     for seed in range(_MAX_RESEEDS):
+        meter.held = held
         try:
-            return _search(init, expand, tuple(names), packing, seed, max_states, keep, what)
+            return _search(init, expand, tuple(names), packing, seed, max_states, keep, what, meter)
         except _Collision:
             continue
     raise NotApplicableError(f"state keys collided under {_MAX_RESEEDS} hash seeds; report this as a bug")
 
 
-def _search(init, expand, names, packing, seed, max_states, keep, what) -> Explored:
-    from .budget import require_memory
+def _search(init, expand, names, packing, seed, max_states, keep, what, meter) -> Explored:
     from .errors import TruncationError
     from .statespace import hash_words
 
@@ -617,6 +661,7 @@ def _search(init, expand, names, packing, seed, max_states, keep, what) -> Explo
     base = 0
     rounds = 0
     per_state = 8 * (d + 2 * W + 3)  # the row, its words (here and in the seen set), key and bookkeeping
+    meter.need(len(frontier) * per_state, f"{what}: {len(frontier)} initial states")
     while len(frontier):
         rounds += 1
         blocks, extras = expand(frontier, words)
@@ -643,8 +688,8 @@ def _search(init, expand, names, packing, seed, max_states, keep, what) -> Explo
         if wide:
             _check_unique_words(cand_words, cand_keys, keys, first)
         words = cand_words[first]
-        require_memory(len(keys) * per_state, f"{what}: {n_found + len(keys)} states of {d} variables after "
-                       f"{rounds} rounds of exploration")
+        meter.need(len(keys) * per_state, f"{what}: {n_found + len(keys)} states of {d} variables after "
+                   f"{rounds} rounds of exploration")
         frontier = packing.decode(words)
         seen.add(keys, words if wide else None)
         n_found += len(keys)
@@ -655,8 +700,8 @@ def _search(init, expand, names, packing, seed, max_states, keep, what) -> Explo
         key_chunks.append(keys)
     n = n_found
     m = int(sum(len(p) for p in src_parts))
-    require_memory(n * 8 * (2 * d + 2 * W + 4) + m * 8 * 6,
-                   f"{what}: assembling {n} states and {m} transitions")
+    meter.need(0, f"{what}: assembling {n} states and {m} transitions",
+               transient=n * 8 * (d + W + 4) + m * 8 * 3)
     keys_disc = np.concatenate(key_chunks)
     perm = np.argsort(keys_disc, kind="stable")  # final position -> discovery index
     order = np.empty(n, dtype=np.int64)
@@ -695,9 +740,9 @@ def _check_unique_words(words, keys, unique_keys, first) -> None:
 def _lookup(sorted_keys: np.ndarray, keys: np.ndarray, universe, n: int) -> np.ndarray:
     """The position of every key (all present) in the sorted keys: a dense table for a small universe."""
     if universe is not None and universe <= max(32 * n, 1 << 22):
-        table = np.empty(int(universe), dtype=np.int64 if n >= 2**31 else np.int32)
-        table[sorted_keys] = np.arange(n, dtype=table.dtype)
-        return table[keys].astype(np.int64)
+        table = np.empty(int(universe), dtype=np.int64)
+        table[sorted_keys] = np.arange(n, dtype=np.int64)
+        return table[keys]
     return np.searchsorted(sorted_keys, keys)
 
 

@@ -54,7 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from exactq.budget import require_memory
-from exactq.ctmc import CTMC, DTMC, explore_transitions
+from exactq.ctmc import CTMC, DTMC, MemoryMeter, explore_transitions
 from exactq.query import RewardStructure
 
 from .lexer import PrismModelError, warn
@@ -125,10 +125,16 @@ class _Group:
 
 
 class _Pairs:
-    """The enabled (command, update) pairs of one part on a frontier, sorted by state."""
+    """The enabled (command, update) pairs of one part on a frontier, sorted by state.
 
-    __slots__ = ("rows", "prob", "dword", "cmd", "upd", "bad", "count", "start", "ncmd", "psum", "cmd_rows",
-                 "jump")
+    ``rows``, ``prob`` and ``dword`` (the change of the packed key) per pair;
+    ``count``/``start`` the CSR-like offsets per frontier state; ``ncmd`` the enabled
+    commands per state; ``bad`` the pairs that leave a range and ``segments`` the
+    (command, update, rows) of every pair list, for the error messages and checks;
+    ``psum`` the (command, rows, sum of probabilities) of a DTMC.
+    """
+
+    __slots__ = ("rows", "prob", "dword", "count", "start", "ncmd", "bad", "segments", "psum")
 
 
 class _Builder:
@@ -149,6 +155,17 @@ class _Builder:
                 by.setdefault(action or None, []).append((guard, value))
             self.trans_items.append(by)
         self.packing = None
+        self._arange = None
+        self.shared = {}  # action -> the columns written by more than one of its modules
+        for g in self.groups:
+            if g.action is None:
+                continue
+            writes = [{j for c in part.commands for u in c.updates for j, _ in u.assigns} for part in g.parts]
+            shared = set()
+            for i in range(len(writes)):
+                for k in range(i + 1, len(writes)):
+                    shared |= writes[i] & writes[k]
+            self.shared[g.action] = sorted(shared)
 
     def _groups(self) -> list:
         groups = []
@@ -161,76 +178,123 @@ class _Builder:
         return groups
 
     # -- pairs of one part -------------------------------------------------------------
-    def _pairs(self, part: _Part, ctx: EvalContext, n: int) -> _Pairs:
+    def _pairs(self, part: _Part, ctx: EvalContext, n: int, sort: bool) -> _Pairs:
+        """List the part's enabled (command, update) pairs on the frontier (sorted by state if ``sort``)."""
         pk = self.packing
         W = pk.n_words
-        rows_l, prob_l, dw_l, cmd_l, upd_l, bad_l = [], [], [], [], [], []
+        narrow = W == 1
+        rows_l, prob_l, dk_l = [], [], []
+        bad, segments, psums = [], [], []
         ncmd = np.zeros(n, dtype=np.int64)
-        psums, cmd_rows = [], []
-        jump = np.zeros(len(self.lo), dtype=np.int64)
+        jumps = None if self.discrete else self.jumps
         for ci, c in enumerate(part.commands):
-            rows = np.flatnonzero(c.guard.full(ctx))
-            if rows.size == 0:
-                continue
+            g = c.guard.eval(ctx)
+            if np.ndim(g) == 0:
+                if not g:
+                    continue
+                rows, sub = self._all_rows(n), ctx
+            else:
+                rows = np.flatnonzero(g)
+                if rows.size == 0:
+                    continue
+                sub = ctx if rows.size == n else ctx.subset(rows)
             ncmd[rows] += 1
-            sub = ctx.subset(rows)
             m = rows.size
-            psum = np.zeros(m) if self.discrete else None
+            psum = 0.0
             for ui, u in enumerate(c.updates):
+                p = 1.0 if u.prob is None else u.prob.eval(sub)
                 with np.errstate(all="ignore"):
-                    if u.prob is None:
-                        p = np.ones(m)
+                    if np.ndim(p) == 0:
+                        p = float(p)
+                        if not (p >= 0 and np.isfinite(p) and (not self.discrete or p <= 1 + 1e-12)):
+                            self._rate_error(np.full(m, p), rows, ctx, c, u)
                     else:
-                        p = np.broadcast_to(np.asarray(u.prob.eval(sub), dtype=float), (m,))
-                    lo_p, hi_p = (p.min(), p.max()) if m else (0.0, 0.0)
-                    if not (lo_p >= 0 and np.isfinite(hi_p) and (not self.discrete or hi_p <= 1 + 1e-12)):
-                        self._rate_error(p, rows, ctx, c, u)
-                    if psum is not None:
-                        psum += p
+                        p = np.asarray(p, dtype=float)
+                        if not (p.min() >= 0 and np.isfinite(p.max()) and (not self.discrete or p.max() <= 1 + 1e-12)):
+                            self._rate_error(p, rows, ctx, c, u)
+                psum = psum + p
+                if np.ndim(p) == 0:
+                    if p == 0:
+                        continue
+                    live = None
+                else:
                     live = p > 0
-                    dword = np.zeros((m, W), dtype=np.int64)
-                    bad = np.zeros(m, dtype=bool)
-                    for j, e in u.assigns:
-                        v = np.broadcast_to(np.asarray(e.eval(sub), dtype=np.int64), (m,))
-                        out = (v < self.lo[j]) | (v > self.hi[j])
-                        dx = np.where(out, 0, v - sub.col(j))
-                        bad |= out
-                        if m:
-                            jump[j] = max(jump[j], int(np.abs(dx[live]).max(initial=0)))
-                        dword[:, pk.word_of[j]] += pk.strides[j] * dx
-                keep = np.flatnonzero(live)
-                rows_l.append(rows[keep])
-                prob_l.append(p[keep])
-                dw_l.append(dword[keep])
-                bad_l.append(bad[keep])
-                cmd_l.append(np.full(keep.size, ci, dtype=np.int32))
-                upd_l.append(np.full(keep.size, ui, dtype=np.int32))
-            if psum is not None:
+                    if live.all():
+                        live = None
+                    elif not live.any():
+                        continue
+                dk = None
+                out_any = None
+                for j, e in u.assigns:
+                    v = e.eval(sub)
+                    lo_j, hi_j = self.lo[j], self.hi[j]
+                    if np.ndim(v) == 0:
+                        v = int(v)
+                        if lo_j <= v <= hi_j:
+                            dx = v - sub.col(j)
+                        else:
+                            out_any = np.ones(m, dtype=bool)
+                            dx = np.zeros(m, dtype=np.int64)
+                    else:
+                        v = np.asarray(v, dtype=np.int64)
+                        out = (v < lo_j) | (v > hi_j)
+                        if out.any():
+                            out_any = out if out_any is None else (out_any | out)
+                            dx = np.where(out, 0, v - sub.col(j))
+                        else:
+                            dx = v - sub.col(j)
+                    if jumps is not None and m:
+                        jumps[j] = max(jumps[j], int(np.abs(dx if live is None else dx[live]).max()))
+                    if narrow:
+                        step = dx * pk.strides[j] if pk.strides[j] != 1 else dx
+                        dk = step if dk is None else dk + step
+                    else:
+                        if dk is None:
+                            dk = np.zeros((m, W), dtype=np.int64)
+                        dk[:, pk.word_of[j]] += dx * pk.strides[j]
+                if dk is None:  # 'true': a self-loop
+                    dk = np.zeros(m if narrow else (m, W), dtype=np.int64)
+                if live is None:
+                    r, q, d = rows, (np.full(m, p) if np.ndim(p) == 0 else p), dk
+                else:
+                    r, q, d = rows[live], p[live], dk[live]
+                    if out_any is not None:
+                        out_any = out_any[live]
+                rows_l.append(r)
+                prob_l.append(q)
+                dk_l.append(d)
+                segments.append((ci, ui, r))
+                if out_any is not None and out_any.any():
+                    bad.append((ci, ui, r, out_any))
+            if self.discrete:
                 psums.append((ci, rows, psum))
-            cmd_rows.append((ci, rows))
         out = _Pairs()
-        if rows_l:
-            rows = np.concatenate(rows_l)
-            order = np.argsort(rows, kind="stable")
-            out.rows = rows[order]
-            out.prob = np.concatenate(prob_l)[order]
-            out.dword = np.concatenate(dw_l)[order]
-            out.cmd = np.concatenate(cmd_l)[order]
-            out.upd = np.concatenate(upd_l)[order]
-            out.bad = np.concatenate(bad_l)[order]
+        if len(rows_l) == 1:
+            out.rows, out.prob, out.dword = rows_l[0], prob_l[0], dk_l[0]
+        elif rows_l:
+            out.rows = np.concatenate(rows_l)
+            out.prob = np.concatenate(prob_l)
+            out.dword = np.concatenate(dk_l)
+            if sort:
+                order = np.argsort(out.rows, kind="stable")
+                out.rows, out.prob, out.dword = out.rows[order], out.prob[order], out.dword[order]
         else:
             out.rows = np.zeros(0, np.int64)
             out.prob = np.zeros(0)
-            out.dword = np.zeros((0, W), np.int64)
-            out.cmd = out.upd = np.zeros(0, np.int32)
-            out.bad = np.zeros(0, bool)
+            out.dword = np.zeros(0 if narrow else (0, W), np.int64)
         out.count = np.bincount(out.rows, minlength=n)
-        out.start = np.concatenate([[0], np.cumsum(out.count)[:-1]])
+        if sort:
+            out.start = np.cumsum(out.count) - out.count
         out.ncmd = ncmd
+        out.bad = bad
+        out.segments = segments
         out.psum = psums
-        out.cmd_rows = cmd_rows
-        out.jump = jump
         return out
+
+    def _all_rows(self, n: int) -> np.ndarray:
+        if self._arange is None or len(self._arange) < n:
+            self._arange = np.arange(max(n, 1024), dtype=np.int64)
+        return self._arange[:n]
 
     # -- one frontier --------------------------------------------------------------------
     def expand(self, states: np.ndarray, words: np.ndarray):
@@ -240,7 +304,7 @@ class _Builder:
         choices = np.zeros(n, dtype=np.int64)
         enabled = np.zeros(n, dtype=bool)
         for g in self.groups:
-            pairs = [self._pairs(p, ctx, n) for p in g.parts]
+            pairs = [self._pairs(p, ctx, n, len(g.parts) > 1) for p in g.parts]
             if g.action is None:
                 active = pairs[0].count > 0
                 nchoice = pairs[0].ncmd
@@ -269,8 +333,6 @@ class _Builder:
             if not active.any():
                 continue
             self._rewards(g, pairs, active, ctx, trans, scale)
-            for pr in pairs:
-                self.jumps = np.maximum(self.jumps, pr.jump)
         extras = {"enabled": enabled, "multi": choices > 1}
         for k, t in enumerate(trans):
             extras[f"trans{k}"] = t
@@ -280,14 +342,14 @@ class _Builder:
         """The transition blocks of a frontier, chunk by chunk (a generator)."""
         W = self.packing.n_words
         for g, pairs, active in plans:
-            if g.action is None:
+            if len(pairs) == 1:
                 pr = pairs[0]  # every pair is a transition of its own
                 src = pr.rows
                 if len(src) == 0:
                     continue
                 self._budget(len(src), n)
                 w = pr.prob * scale[src] if scale is not None else pr.prob
-                yield src, w, words[src] + pr.dword
+                yield src, w, (words[src, 0] if W == 1 else words[src]) + pr.dword
                 continue
             rows = np.flatnonzero(active)
             if rows.size == 0:
@@ -310,75 +372,76 @@ class _Builder:
                 lo = hi
 
     def _product(self, rows, per_row, pairs, words, scale, W):
-        """The synchronised transitions of ``rows``: the cartesian product of the parts' pairs."""
-        total = int(per_row.sum())
-        src = np.repeat(rows, per_row)
-        offs = np.cumsum(per_row) - per_row
-        local = np.arange(total, dtype=np.int64) - np.repeat(offs, per_row)
-        weight = np.ones(total)
-        target = words[src]
-        stride = None
-        for pr in reversed(pairs):  # loop over modules: the last one varies fastest
-            cnt = pr.count[rows]
-            start = np.repeat(pr.start[rows], per_row)
+        """The synchronised transitions of ``rows``: the cartesian product of the parts' pairs.
+
+        Built one module at a time: each partial transition is repeated once per pair
+        of the next module in its state (``np.repeat``), so the work is the sum of
+        the partial products' sizes, at most twice the final count when modules
+        branch, and one gather per module that does not branch.
+        """
+        src = rows
+        weight = np.ones(len(rows))
+        target = words[rows, 0].copy() if W == 1 else words[rows].copy()
+        # modules that do not branch on these rows first, while the partial product is small
+        order = sorted(range(len(pairs)), key=lambda m: int(pairs[m].count[rows].max()))
+        for m in order:
+            pr = pairs[m]
+            cnt = pr.count[src]
+            dword = pr.dword  # (pairs,) with one word, (pairs, W) with several
             if cnt.max() == 1:
-                e = start
+                e = pr.start[src]
             else:
-                c = np.repeat(cnt, per_row)
-                digit = local if stride is None else local // stride
-                e = start + digit % c
-                stride = c if stride is None else stride * c
+                total = int(cnt.sum())
+                first = np.cumsum(cnt) - cnt
+                e = np.repeat(pr.start[src] - first, cnt)
+                e += np.arange(total, dtype=np.int64)
+                src, weight = np.repeat(src, cnt), np.repeat(weight, cnt)
+                target = np.repeat(target, cnt, axis=0)
             weight *= pr.prob[e]
-            target += pr.dword[e]
+            target += dword[e]
         if scale is not None:
             weight *= scale[src]
         return src, weight, target
 
     def _budget(self, transitions: float, n: int) -> None:
-        require_memory(transitions * (_KEPT_PER_TRANSITION + _WORK_PER_TRANSITION),
-                       f"{self.src.name}: the {transitions:.0f} transitions out of a frontier of {n} states")
+        """Account for the transitions about to be formed (kept) and the work of one chunk (transient)."""
+        self.n_formed += transitions
+        self.meter.need(transitions * _KEPT_PER_TRANSITION,
+                        f"{self.src.name}: {self.n_formed:.0f} transitions (the next {transitions:.0f} out of a "
+                        f"frontier of {n} states)",
+                        transient=min(transitions, CHUNK_TRANSITIONS) * _WORK_PER_TRANSITION)
 
     # -- checks --------------------------------------------------------------------------
     def _check_pairs(self, g: _Group, pairs, guarded, states) -> None:
         """Ranges and (DTMC) probability sums, where the group's choices exist (``guarded``)."""
-        active = guarded
         for part, pr in zip(g.parts, pairs):
-            if pr.bad.any():
-                on = pr.bad & active[pr.rows]
+            for ci, ui, rows, out in pr.bad:
+                on = out & guarded[rows]
                 if on.any():
                     k = int(np.flatnonzero(on)[0])
-                    self._range_error(part.commands[pr.cmd[k]], int(pr.upd[k]), states[pr.rows[k]], g)
-            if self.discrete:
-                for ci, rows, psum in pr.psum:
-                    off = np.abs(psum - 1.0) > PROB_TOL
+                    self._range_error(part.commands[ci], ui, states[rows[k]], g)
+            for ci, rows, psum in pr.psum:
+                off = np.abs(np.asarray(psum) - 1.0) > PROB_TOL
+                if off.any():
+                    off = np.broadcast_to(off, rows.shape) & guarded[rows]
                     if off.any():
-                        off &= active[rows]
-                        if off.any():
-                            b = int(np.flatnonzero(off)[0])
-                            c = part.commands[ci]
-                            raise PrismModelError(f"the probabilities of {c.where(self.src)} sum to {psum[b]:.12g}, "
-                                                  f"not 1, in state {self.state_text(states[rows[b]])}")
-        if g.action is not None and len(pairs) > 1:
-            self._check_clash(g, pairs, active, states)
+                        b = int(np.flatnonzero(off)[0])
+                        c = part.commands[ci]
+                        total = float(np.broadcast_to(psum, rows.shape)[b])
+                        raise PrismModelError(f"the probabilities of {c.where(self.src)} sum to {total:.12g}, "
+                                              f"not 1, in state {self.state_text(states[rows[b]])}")
+        if g.action is not None and len(pairs) > 1 and self.shared[g.action]:
+            self._check_clash(g, pairs, guarded, states)
 
     def _check_clash(self, g: _Group, pairs, active, states) -> None:
         """A variable (a global) written by two modules in one synchronised transition is an error."""
-        writes = []
-        for part in g.parts:
-            writes.append({j for c in part.commands for u in c.updates for j, _ in u.assigns})
-        shared = set()
-        for i in range(len(writes)):
-            for k in range(i + 1, len(writes)):
-                shared |= writes[i] & writes[k]
-        for j in sorted(shared):
+        for j in self.shared[g.action]:
             writers = []
             for part, pr in zip(g.parts, pairs):
                 w = np.zeros(len(states), dtype=bool)
-                for ci, c in enumerate(part.commands):
-                    for ui, u in enumerate(c.updates):
-                        if any(jj == j for jj, _ in u.assigns):
-                            sel = (pr.cmd == ci) & (pr.upd == ui)
-                            w[pr.rows[sel]] = True
+                for ci, ui, rows in pr.segments:
+                    if any(jj == j for jj, _ in part.commands[ci].updates[ui].assigns):
+                        w[rows] = True
                 writers.append(w)
             both = (np.sum(writers, axis=0) > 1) & active
             if both.any():
@@ -550,8 +613,10 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     b.packing = Packing(b.lo, b.hi, b.names)
     b.jumps = np.zeros(len(b.lo), dtype=np.int64)
     b._first_multi = None
+    b.meter = MemoryMeter()
+    b.n_formed = 0.0
     ex = explore_transitions(init, b.expand, b.names, hi=b.hi, lo=b.lo, max_states=max_states,
-                             what=f"{info.source.name}")
+                             what=f"{info.source.name}", meter=b.meter)
     space = ex.space
     n = space.n_states
     states = space.states
@@ -573,8 +638,8 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
              f"one choice (e.g. {b.state_text(row)}: {k} choices); as PRISM and Storm do, each of the k enabled "
              "choices is taken with probability 1/k")
     # the matrix: duplicates summed, self-loops kept for the count
-    require_memory(len(ex.src) * 40.0 + n * 32.0, f"{info.source.name}: the matrix of {n} states and "
-                   f"{len(ex.src)} transitions")
+    b.meter.need(0, f"{info.source.name}: the matrix of {n} states and {len(ex.src)} transitions",
+                 transient=len(ex.src) * 40.0 + n * 32.0)
     R = sp.csr_matrix((ex.weight, (ex.src, ex.dst)), shape=(n, n))
     R.sum_duplicates()
     R.eliminate_zeros()
