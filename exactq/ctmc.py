@@ -490,36 +490,53 @@ class _Collision(Exception):
 
 
 class _KeySet:
-    """A growing set of int64 keys held as a few sorted runs (a log-structured merge).
+    """A growing set of int64 keys: a map of bits over a bounded key universe, or a few sorted runs.
 
-    ``add`` appends a sorted run and merges the last two while the older one is at
-    most twice as long, so there are O(log n) runs and every key is merged O(log n)
+    With single-word keys below ``universe``, a boolean map (at most
+    :data:`_BITMAP_KEYS` keys) or a packed map of bits (up to ``max_bits`` keys;
+    its pages are given by the system as they are first written, so a sparse use of
+    a large universe costs little) answers a lookup by one gather.
+
+    Otherwise the keys are held as sorted runs (a log-structured merge): ``add``
+    appends a sorted run and merges the last two while the older one is at most
+    twice as long, so there are O(log n) runs and every key is merged O(log n)
     times: a breadth-first search of ``r`` rounds costs O(n log² n) in total instead
     of the O(r n) of re-sorting the whole seen set each round (a 2-D chain of 90,601
-    states explored in 0.2 s instead of 6.7 s). When every key is below ``universe``
-    and that is at most :data:`_BITMAP_KEYS`, a boolean map of the keys replaces the
-    runs (one lookup per key).
-
-    With ``words`` (the packed rows of a wide box, whose keys are hashes), every run
-    keeps the words beside its keys, and a key found with other words raises
-    :class:`_Collision`: membership stays exact.
+    states explored in 0.2 s instead of 6.7 s). With ``words`` (the packed rows of a
+    wide box, whose keys are hashes), every run keeps the words beside its keys, and
+    a key found with other words raises :class:`_Collision`: membership stays exact.
     """
 
-    def __init__(self, keys: np.ndarray, universe: int | None = None, words: np.ndarray | None = None):
+    def __init__(self, keys: np.ndarray, universe: int | None = None, words: np.ndarray | None = None,
+                 max_bits: int = 0):
         keys, first = np.unique(keys, return_index=True)
         self.size = len(keys)
-        self.bitmap = None
+        self.bitmap = self.bits = None
         self.wide = words is not None
+        self.runs = []
         if universe is not None and universe <= _BITMAP_KEYS and not self.wide:
             self.bitmap = np.zeros(int(universe), dtype=bool)
             self.bitmap[keys] = True
-            self.runs = []
+        elif universe is not None and universe <= max_bits and not self.wide:
+            self.bits = np.zeros((int(universe) + 7) // 8, dtype=np.uint8)
+            self._set_bits(keys)
         else:
             self.runs = [(keys, words[first] if self.wide else None)]
+
+    def _set_bits(self, keys: np.ndarray) -> None:
+        """Set the bits of sorted distinct keys (the bits of one byte are summed, not or-ed: they are distinct)."""
+        if len(keys) == 0:
+            return
+        byte = keys >> 3
+        val = np.left_shift(1, keys & 7).astype(np.uint8)
+        starts = np.flatnonzero(np.concatenate([[True], byte[1:] != byte[:-1]]))
+        self.bits[byte[starts]] |= np.add.reduceat(val, starts).astype(np.uint8)
 
     def contains(self, keys: np.ndarray, words: np.ndarray | None = None) -> np.ndarray:
         if self.bitmap is not None:
             return self.bitmap[keys]
+        if self.bits is not None:
+            return ((self.bits[keys >> 3] >> (keys & 7).astype(np.uint8)) & 1).astype(bool)
         found = np.zeros(len(keys), dtype=bool)
         for run, run_words in self.runs:
             pos = np.minimum(np.searchsorted(run, keys), len(run) - 1)
@@ -537,6 +554,9 @@ class _KeySet:
         if self.bitmap is not None:
             self.bitmap[keys] = True
             return
+        if self.bits is not None:
+            self._set_bits(keys)
+            return
         self.runs.append((keys, words))
         while len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0]):
             (k2, w2), (k1, w1) = self.runs.pop(), self.runs[-1]
@@ -553,7 +573,7 @@ class Explored:
     ----------
     space : StateSpace
         The reachable states, sorted by key.
-    src, dst : (m,) ndarray of int64
+    src, dst : (m,) ndarray of int32 (int64 from 2^31 states on)
         Source and target state (indices into ``space``) of every transition kept
         (empty when the exploration did not keep them). Duplicates are not merged.
     weight : (m,) ndarray of float
@@ -592,7 +612,11 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
         and a dict of per-frontier-state arrays. The expander may compute the
         targets' words directly from the sources' (a change ``dx`` of column ``j``
         changes word ``packing.word_of[j]`` by ``packing.strides[j] * dx``), without
-        forming the target rows.
+        forming the target rows. An expander with ``tolerant = True`` and ``jumps``
+        (the largest change of each variable seen so far) also takes
+        ``tolerant=True``: it then reports the states whose expansion would raise
+        in ``extras["_bad"]`` instead of raising, and the search may expand a box
+        of states around a thin frontier at once (see :class:`_Search`).
     names : sequence of str
     hi, lo : (d,) array_like of int
         The box (``lo`` defaults to 0).
@@ -635,99 +659,309 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
     raise NotApplicableError(f"state keys collided under {_MAX_RESEEDS} hash seeds; report this as a bug")
 
 
-def _search(init, expand, names, packing, seed, max_states, keep, what, meter) -> Explored:
-    from .errors import TruncationError
-    from .statespace import hash_words
+#: a frontier this small, for this many rounds in a row, makes the search try a window (per-round costs dominate)
+_THIN_FRONTIER = 512
+_THIN_ROUNDS = 4
+#: a window may always hold this many states, and at most this many times the states found so far
+_WINDOW_MIN = 1 << 16
+_WINDOW_GROWTH = 4.0
 
-    wide = packing.n_words > 1
-    d, W = init.shape[1], packing.n_words
-    universe = None if wide else float(np.prod(packing.radix.astype(float)))
 
-    def key_of(words):
-        return hash_words(words, seed) if wide else words[:, 0]
+class _Search:
+    """One breadth-first search (see :func:`explore_transitions`), with windows for thin frontiers.
 
-    words_all = packing.words(init)
-    keys_all = key_of(words_all)
-    keys, first = np.unique(keys_all, return_index=True)
-    if wide:
-        _check_unique_words(words_all, keys_all, keys, first)
-    words, frontier = words_all[first], init[first]
-    seen = _KeySet(keys, universe=None if universe is None or universe > _BITMAP_KEYS else int(universe),
-                   words=words if wide else None)
-    state_chunks, word_chunks, key_chunks = [frontier], [words], [keys]
-    src_parts, weight_parts, tkey_parts = [], [], []
-    extra_parts: dict = {}
-    n_found = len(frontier)
-    base = 0
-    rounds = 0
-    per_state = 8 * (d + 2 * W + 3)  # the row, its words (here and in the seen set), key and bookkeeping
-    meter.need(len(frontier) * per_state, f"{what}: {len(frontier)} initial states")
-    while len(frontier):
-        rounds += 1
-        blocks, extras = expand(frontier, words)
+    A *window round* replaces many rounds of a long, thin search (a counter that
+    climbs one step per round): every state of a box around the frontier (extended
+    along the variables that change, by ``steps`` times their largest jump) that is
+    not yet expanded is expanded at once, with the expander's errors deferred per
+    state; the states of the box reachable from the frontier inside it are found by
+    a graph search (:func:`scipy.sparse.csgraph.breadth_first_order`) and kept with
+    their transitions, the rest is dropped, and the targets outside the box are the
+    next frontier. A deferred error of a reachable state is raised as a normal round
+    would raise it. The window grows (``steps`` doubles) while most of its states
+    are reachable, and shrinks otherwise; the expander opts in by having
+    ``tolerant = True`` and ``jumps`` (the largest change of each variable so far).
+    """
+
+    def __init__(self, init, expand, names, packing, seed, max_states, keep, what, meter):
+        from .statespace import hash_words
+
+        self.expand, self.names, self.packing, self.seed = expand, names, packing, seed
+        self.max_states, self.keep, self.what, self.meter = max_states, keep, what, meter
+        self.wide = packing.n_words > 1
+        self.d, self.W = init.shape[1], packing.n_words
+        self.universe = None if self.wide else float(np.prod(packing.radix.astype(float)))
+        self._hash = hash_words
+        self.windows = bool(getattr(expand, "tolerant", False)) and getattr(expand, "jumps", None) is not None
+        self.steps = 16
+        self.thin = 0
+        self.window_rounds = 0
+        words_all = packing.words(init)
+        keys_all = self.key_of(words_all)
+        keys, first = np.unique(keys_all, return_index=True)
+        if self.wide:
+            _check_unique_words(words_all, keys_all, keys, first)
+        self.words, self.frontier, self.keys = words_all[first], init[first], keys
+        # a packed map of bits over the key universe when it takes at most 1/16 of the budget
+        max_bits = 0 if meter.budget is None else int(meter.budget / 16 * 8)
+        fits = self.universe is not None and self.universe <= max(_BITMAP_KEYS, max_bits)
+        self.seen = _KeySet(keys, universe=int(self.universe) if fits else None,
+                            words=self.words if self.wide else None, max_bits=max_bits)
+        if self.seen.bits is not None:
+            meter.need(len(self.seen.bits), f"{what}: the map of seen states ({self.universe:.0f} keys)")
+        self.seen_lo, self.seen_hi = self.frontier.min(axis=0), self.frontier.max(axis=0)
+        self.state_chunks, self.word_chunks, self.key_chunks = [self.frontier], [self.words], [keys]
+        self.src_parts, self.weight_parts, self.tkey_parts = [], [], []
+        self.extra_parts: dict = {}
+        self.n_found = len(self.frontier)
+        self.n_kept = 0
+        self.base = 0
+        self.rounds = 0
+        self.per_state = 8 * (self.d + 2 * self.W + 3)  # the row, its words (here and in the seen set), key, ...
+        meter.need(len(self.frontier) * self.per_state, f"{what}: {len(self.frontier)} initial states")
+
+    def key_of(self, words: np.ndarray) -> np.ndarray:
+        return self._hash(words, self.seed) if self.wide else words[:, 0]
+
+    # -- rounds ------------------------------------------------------------------------
+    def run(self) -> Explored:
+        while len(self.frontier):
+            self.rounds += 1
+            self.thin = self.thin + 1 if len(self.frontier) <= _THIN_FRONTIER else 0
+            if self.windows and self.thin >= _THIN_ROUNDS and self._window():
+                continue
+            self._bfs_round()
+        return self._finish()
+
+    def _keep(self, src, weight, tkeys) -> None:
+        if self.keep:
+            self.src_parts.append(src)
+            self.weight_parts.append(np.asarray(weight, dtype=float))
+            self.tkey_parts.append(tkeys)
+            self.n_kept += len(src)
+
+    def _extras(self, extras: dict, sel=None) -> None:
+        for name, arr in extras.items():
+            if name.startswith("_"):
+                continue
+            arr = np.asarray(arr)
+            self.extra_parts.setdefault(name, []).append(arr if sel is None else arr[sel])
+
+    def _bfs_round(self) -> None:
+        blocks, extras = self.expand(self.frontier, self.words)
         new_keys, new_words = [], []
         for src, weight, twords in blocks:
-            twords = np.asarray(twords, dtype=np.int64).reshape(len(src), W)
-            tkeys = key_of(twords)
-            if keep:
-                src_parts.append(np.asarray(src, dtype=np.int64) + base)
-                weight_parts.append(np.asarray(weight, dtype=float))
-                tkey_parts.append(tkeys)
-            fresh = ~seen.contains(tkeys, twords if wide else None)
+            twords = np.asarray(twords, dtype=np.int64).reshape(len(src), self.W)
+            tkeys = self.key_of(twords)
+            self._keep(np.asarray(src, dtype=np.int64) + self.base, weight, tkeys)
+            fresh = ~self.seen.contains(tkeys, twords if self.wide else None)
             if fresh.any():
                 new_keys.append(tkeys[fresh])
                 new_words.append(twords[fresh])
-        for name, arr in extras.items():
-            extra_parts.setdefault(name, []).append(np.asarray(arr))
-        base += len(frontier)
+        self._extras(extras)
+        self.base += len(self.frontier)
+        self._discover(new_keys, new_words)
+
+    def _discover(self, new_keys: list, new_words: list) -> None:
+        """The next frontier: the distinct unseen candidates (each list holds unseen keys only)."""
         if not new_keys:
-            break
+            self.frontier = self.frontier[:0]
+            return
         cand_keys = np.concatenate(new_keys)
         cand_words = np.concatenate(new_words)
         keys, first = np.unique(cand_keys, return_index=True)
-        if wide:
+        if self.wide:
             _check_unique_words(cand_words, cand_keys, keys, first)
         words = cand_words[first]
-        meter.need(len(keys) * per_state, f"{what}: {n_found + len(keys)} states of {d} variables after "
-                   f"{rounds} rounds of exploration")
-        frontier = packing.decode(words)
-        seen.add(keys, words if wide else None)
-        n_found += len(keys)
-        if max_states is not None and n_found > max_states:
-            raise TruncationError(f"state space exceeds max_states={max_states} during exploration")
-        state_chunks.append(frontier)
-        word_chunks.append(words)
-        key_chunks.append(keys)
-    n = n_found
-    m = int(sum(len(p) for p in src_parts))
-    meter.need(0, f"{what}: assembling {n} states and {m} transitions",
-               transient=n * 8 * (d + W + 4) + m * 8 * 3)
-    keys_disc = np.concatenate(key_chunks)
-    perm = np.argsort(keys_disc, kind="stable")  # final position -> discovery index
-    order = np.empty(n, dtype=np.int64)
-    order[perm] = np.arange(n, dtype=np.int64)
-    states = np.concatenate(state_chunks)[perm]
-    sorted_keys = keys_disc[perm]
-    space = StateSpace._presorted(states, names, packing, sorted_keys,
-                                  np.concatenate(word_chunks)[perm] if wide else None, seed)
-    del state_chunks, word_chunks, key_chunks
-    if keep and m:
-        src = order[np.concatenate(src_parts)]
-        del src_parts
-        tkeys = np.concatenate(tkey_parts)
-        del tkey_parts
-        dst = _lookup(sorted_keys, tkeys, universe, n)
-        weight = np.concatenate(weight_parts)
-    else:
-        src = dst = np.zeros(0, np.int64)
-        weight = np.zeros(0)
-    extras = {}
-    for name, parts in extra_parts.items():
-        arr = np.concatenate(parts)
-        out = np.empty_like(arr)
-        out[order] = arr
-        extras[name] = out
-    return Explored(space, src, dst, weight, order, extras, rounds)
+        self._add_states(keys, words, self.packing.decode(words))
+        self.frontier, self.words, self.keys = self.state_chunks[-1], words, keys
+
+    def _add_states(self, keys, words, rows) -> None:
+        from .errors import TruncationError
+
+        self.meter.need(len(keys) * self.per_state, f"{self.what}: {self.n_found + len(keys)} states of {self.d} "
+                        f"variables after {self.rounds} rounds of exploration")
+        self.seen.add(keys, words if self.wide else None)
+        self.seen_lo = np.minimum(self.seen_lo, rows.min(axis=0))
+        self.seen_hi = np.maximum(self.seen_hi, rows.max(axis=0))
+        self.n_found += len(keys)
+        if self.max_states is not None and self.n_found > self.max_states:
+            raise TruncationError(f"state space exceeds max_states={self.max_states} during exploration")
+        self.state_chunks.append(rows)
+        self.word_chunks.append(words)
+        self.key_chunks.append(keys)
+
+    # -- windows -------------------------------------------------------------------------
+    def _window(self) -> bool:
+        """One window round (see the class docstring); False when no useful window fits (then a BFS round)."""
+        from scipy.sparse.csgraph import breadth_first_order
+
+        from .budget import BudgetError
+        from .errors import ExactqError
+
+        pk, F = self.packing, self.frontier
+        jumps = np.asarray(self.expand.jumps, dtype=np.int64)
+        if not jumps.any():
+            return False
+        f_lo, f_hi = F.min(axis=0), F.max(axis=0)
+        # grow the box where the frontier touches the seen states' box (where new states lie)
+        down = np.where(f_lo <= self.seen_lo, jumps, 0)
+        up = np.where(f_hi >= self.seen_hi, jumps, 0)
+        cap = max(_WINDOW_MIN, _WINDOW_GROWTH * self.n_found)
+        steps = self.steps
+        while True:
+            lo_w = np.maximum(pk.lo, f_lo - steps * down)
+            hi_w = np.minimum(pk.hi, f_hi + steps * up)
+            size = float(np.prod((hi_w - lo_w + 1).astype(float)))
+            if size <= cap or steps == 1:
+                break
+            steps //= 2
+        if size > cap or size <= 2 * len(F):
+            return False
+        per_trans = self.n_kept / max(self.base, 1)
+        try:
+            self.meter.need(0, f"{self.what}: a window of {size:.0f} states around the frontier",
+                            transient=size * (8 * (3 * self.d + 3 * self.W + 8) + per_trans * 80))
+        except BudgetError:
+            return False
+        n_w = int(size)
+        radix = hi_w - lo_w + 1
+        strides = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
+        idx = np.arange(n_w, dtype=np.int64)
+        rows = (idx[:, None] // strides[None, :]) % radix[None, :] + lo_w[None, :]
+        del idx
+        wwords = pk.words(rows)
+        wkeys = self.key_of(wwords)
+        fresh = np.flatnonzero(~self.seen.contains(wkeys, wwords if self.wide else None))
+        nF = len(F)
+        C = np.concatenate([F, rows[fresh]])
+        Cw = np.concatenate([self.words, wwords[fresh]])
+        Ck = np.concatenate([self.keys, wkeys[fresh]])
+        del rows, wwords, wkeys
+        try:
+            blocks, extras = self.expand(C, Cw, tolerant=True)
+            blocks = [(np.asarray(s, dtype=np.int64), w, np.asarray(t, dtype=np.int64).reshape(len(s), self.W))
+                      for s, w, t in blocks]
+        except ExactqError:  # an evaluation fault somewhere in the box: take the frontier round by round
+            self.windows = False
+            return False
+        nC = len(C)
+        local = []
+        k0, k1 = (int(Ck.min()), int(Ck.max())) if not self.wide else (0, -1)
+        if not self.wide and k1 - k0 < 4 * nC + 1024:  # a dense table over the keys of the box
+            table = np.full(k1 - k0 + 1, -1, dtype=np.int64)
+            table[Ck - k0] = np.arange(nC)
+            for src, _, twords in blocks:
+                tkeys = twords[:, 0]
+                off = tkeys - k0
+                ok = (off >= 0) & (off <= k1 - k0)
+                local.append((tkeys, np.where(ok, table[np.where(ok, off, 0)], -1)))
+            del table
+        else:
+            order_c = np.argsort(Ck, kind="stable")
+            sorted_ck = Ck[order_c]
+            for src, _, twords in blocks:
+                tkeys = self.key_of(twords)
+                pos = np.minimum(np.searchsorted(sorted_ck, tkeys), nC - 1)
+                hit = sorted_ck[pos] == tkeys
+                if self.wide and hit.any():
+                    h = np.flatnonzero(hit)
+                    if not np.array_equal(Cw[order_c[pos[h]]], twords[h]):
+                        raise _Collision
+                local.append((tkeys, np.where(hit, order_c[pos], -1)))
+        e_src = np.concatenate([b[0] for b in blocks] + [np.full(nF, nC, dtype=np.int64)])
+        e_dst = np.concatenate([loc for _, loc in local] + [np.arange(nF, dtype=np.int64)])
+        inside = e_dst >= 0
+        graph = sp.csr_matrix((np.ones(int(inside.sum()), dtype=np.int8), (e_src[inside], e_dst[inside])),
+                              shape=(nC + 1, nC + 1))
+        reached = np.zeros(nC + 1, dtype=bool)
+        reached[breadth_first_order(graph, nC, directed=True, return_predecessors=False)] = True
+        reached = reached[:nC]
+        bad = extras.get("_bad")
+        if bad is not None and np.any(bad & reached):
+            i = int(np.flatnonzero(bad & reached)[0])
+            self.expand(C[i:i + 1], Cw[i:i + 1])  # raises the error a round would raise
+            raise RuntimeError(f"a deferred error of state {C[i].tolist()} did not recur")  # pragma: no cover
+        new_in = np.flatnonzero(reached[nF:]) + nF
+        if self.wide or np.any(np.diff(Ck[new_in]) < 0):
+            new_in = new_in[np.argsort(Ck[new_in], kind="stable")]  # by key, as the seen set takes them
+        disc = np.full(nC, -1, dtype=np.int64)
+        disc[:nF] = self.base + np.arange(nF)
+        disc[new_in] = self.base + nF + np.arange(len(new_in))
+        out_keys, out_words = [], []
+        for (src, weight, twords), (tkeys, loc) in zip(blocks, local):
+            live = reached[src]
+            if not live.all():
+                src, weight, twords, tkeys, loc = src[live], weight[live], twords[live], tkeys[live], loc[live]
+            self._keep(disc[src], weight, tkeys)
+            out = loc < 0
+            if out.any():
+                out_keys.append(tkeys[out])
+                out_words.append(twords[out])
+        self._extras(extras, np.concatenate([np.arange(nF), new_in]))
+        self.base += nF + len(new_in)
+        if len(new_in):
+            self._add_states(Ck[new_in], Cw[new_in], C[new_in])
+        fresh_keys, fresh_words = [], []
+        for k, w in zip(out_keys, out_words):
+            f = ~self.seen.contains(k, w if self.wide else None)
+            if f.any():
+                fresh_keys.append(k[f])
+                fresh_words.append(w[f])
+        self._discover(fresh_keys, fresh_words)
+        density = (nF + len(new_in)) / nC
+        self.steps = steps * 2 if density >= 0.5 else max(1, steps // 2)
+        if density < 1 / 16:
+            self.windows = False  # the boxes are mostly unreachable here: plain rounds are cheaper
+        self.window_rounds += 1
+        return True
+
+    # -- the result ------------------------------------------------------------------------
+    def _finish(self) -> Explored:
+        n, m = self.n_found, self.n_kept
+        d, W = self.d, self.W
+        self.meter.need(0, f"{self.what}: assembling {n} states and {m} transitions",
+                        transient=n * 8 * (d + W + 4) + m * 8 * 2)
+        keys_disc = np.concatenate(self.key_chunks)
+        perm = np.argsort(keys_disc, kind="stable")  # final position -> discovery index
+        order = np.empty(n, dtype=np.int64)
+        order[perm] = np.arange(n, dtype=np.int64)
+        states = np.concatenate(self.state_chunks)[perm]
+        sorted_keys = keys_disc[perm]
+        space = StateSpace._presorted(states, self.names, self.packing, sorted_keys,
+                                      np.concatenate(self.word_chunks)[perm] if self.wide else None, self.seed)
+        self.state_chunks = self.word_chunks = self.key_chunks = None
+        itype = np.int32 if n < 2**31 else np.int64
+        src = np.empty(m, dtype=itype)
+        dst = np.empty(m, dtype=itype)
+        weight = np.empty(m)
+        at = 0
+        table = None
+        if self.universe is not None and self.universe <= max(32 * n, 1 << 22):
+            table = np.empty(int(self.universe), dtype=itype)
+            table[sorted_keys] = np.arange(n, dtype=itype)
+        order_i = order.astype(itype)
+        parts = list(zip(self.src_parts, self.weight_parts, self.tkey_parts))
+        self.src_parts = self.weight_parts = self.tkey_parts = None
+        parts.reverse()
+        while parts:  # fill the final arrays part by part, freeing each part as it is copied
+            s, w, k = parts.pop()
+            e = at + len(s)
+            src[at:e] = order_i[s]
+            dst[at:e] = table[k] if table is not None else np.searchsorted(sorted_keys, k)
+            weight[at:e] = w
+            at = e
+        extras = {}
+        for name, chunks in self.extra_parts.items():
+            arr = np.concatenate(chunks)
+            out = np.empty_like(arr)
+            out[order] = arr
+            extras[name] = out
+        return Explored(space, src, dst, weight, order, extras, self.rounds)
+
+
+def _search(init, expand, names, packing, seed, max_states, keep, what, meter) -> Explored:
+    return _Search(init, expand, names, packing, seed, max_states, keep, what, meter).run()
 
 
 def _check_unique_words(words, keys, unique_keys, first) -> None:
@@ -735,15 +969,6 @@ def _check_unique_words(words, keys, unique_keys, first) -> None:
     inv = np.searchsorted(unique_keys, keys)
     if not np.array_equal(words, words[first][inv]):
         raise _Collision
-
-
-def _lookup(sorted_keys: np.ndarray, keys: np.ndarray, universe, n: int) -> np.ndarray:
-    """The position of every key (all present) in the sorted keys: a dense table for a small universe."""
-    if universe is not None and universe <= max(32 * n, 1 << 22):
-        table = np.empty(int(universe), dtype=np.int64)
-        table[sorted_keys] = np.arange(n, dtype=np.int64)
-        return table[keys]
-    return np.searchsorted(sorted_keys, keys)
 
 
 def explore(

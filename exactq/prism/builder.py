@@ -156,6 +156,7 @@ class _Builder:
             self.trans_items.append(by)
         self.packing = None
         self._arange = None
+        self._bad = None
         self.shared = {}  # action -> the columns written by more than one of its modules
         for g in self.groups:
             if g.action is None:
@@ -186,19 +187,20 @@ class _Builder:
         rows_l, prob_l, dk_l = [], [], []
         bad, segments, psums = [], [], []
         ncmd = np.zeros(n, dtype=np.int64)
-        jumps = None if self.discrete else self.jumps
+        jumps = self.jumps
         for ci, c in enumerate(part.commands):
             g = c.guard.eval(ctx)
             if np.ndim(g) == 0:
                 if not g:
                     continue
                 rows, sub = self._all_rows(n), ctx
+                ncmd += 1
             else:
                 rows = np.flatnonzero(g)
                 if rows.size == 0:
                     continue
                 sub = ctx if rows.size == n else ctx.subset(rows)
-            ncmd[rows] += 1
+                ncmd += g
             m = rows.size
             psum = 0.0
             for ui, u in enumerate(c.updates):
@@ -207,11 +209,11 @@ class _Builder:
                     if np.ndim(p) == 0:
                         p = float(p)
                         if not (p >= 0 and np.isfinite(p) and (not self.discrete or p <= 1 + 1e-12)):
-                            self._rate_error(np.full(m, p), rows, ctx, c, u)
+                            p = self._rate_error(np.full(m, p), rows, ctx, c, u)
                     else:
                         p = np.asarray(p, dtype=float)
                         if not (p.min() >= 0 and np.isfinite(p.max()) and (not self.discrete or p.max() <= 1 + 1e-12)):
-                            self._rate_error(p, rows, ctx, c, u)
+                            p = self._rate_error(p, rows, ctx, c, u)
                 psum = psum + p
                 if np.ndim(p) == 0:
                     if p == 0:
@@ -297,6 +299,25 @@ class _Builder:
         return self._arange[:n]
 
     # -- one frontier --------------------------------------------------------------------
+    #: the search may expand whole boxes of states with the errors deferred (see exactq.ctmc._Search)
+    tolerant = True
+
+    def __call__(self, states: np.ndarray, words: np.ndarray, tolerant: bool = False):
+        self._bad = np.zeros(len(states), dtype=bool) if tolerant else None
+        blocks, extras = self.expand(states, words)
+        if tolerant:
+            blocks = list(blocks)  # the checks inside the generator run now, while errors are deferred
+            extras["_bad"] = self._bad
+        self._bad = None
+        return blocks, extras
+
+    def _defer(self, rows) -> bool:
+        """Mark ``rows`` as failing (tolerant mode) and return True, or return False (then the caller raises)."""
+        if self._bad is None:
+            return False
+        self._bad[rows] = True
+        return True
+
     def expand(self, states: np.ndarray, words: np.ndarray):
         n = len(states)
         ctx = EvalContext(states)
@@ -321,19 +342,14 @@ class _Builder:
             self._check_pairs(g, pairs, guarded, states)
             plans.append((g, pairs, active))
         scale = None
-        multi = 0
-        if self.discrete:
-            multi = int(np.count_nonzero(choices > 1))
-            if multi:
-                self._first_multi = self._first_multi or (states[int(np.flatnonzero(choices > 1)[0])].copy(),
-                                                          int(choices[choices > 1][0]))
-                scale = 1.0 / np.maximum(choices, 1)
+        if self.discrete and np.any(choices > 1):
+            scale = 1.0 / np.maximum(choices, 1)
         trans = [np.zeros(n) for _ in self.info.rewards]
         for g, pairs, active in plans:
             if not active.any():
                 continue
             self._rewards(g, pairs, active, ctx, trans, scale)
-        extras = {"enabled": enabled, "multi": choices > 1}
+        extras = {"enabled": enabled, "choices": choices}
         for k, t in enumerate(trans):
             extras[f"trans{k}"] = t
         return self._blocks(plans, words, scale, n), extras
@@ -417,14 +433,14 @@ class _Builder:
         for part, pr in zip(g.parts, pairs):
             for ci, ui, rows, out in pr.bad:
                 on = out & guarded[rows]
-                if on.any():
+                if on.any() and not self._defer(rows[on]):
                     k = int(np.flatnonzero(on)[0])
                     self._range_error(part.commands[ci], ui, states[rows[k]], g)
             for ci, rows, psum in pr.psum:
                 off = np.abs(np.asarray(psum) - 1.0) > PROB_TOL
                 if off.any():
                     off = np.broadcast_to(off, rows.shape) & guarded[rows]
-                    if off.any():
+                    if off.any() and not self._defer(rows[off]):
                         b = int(np.flatnonzero(off)[0])
                         c = part.commands[ci]
                         total = float(np.broadcast_to(psum, rows.shape)[b])
@@ -444,7 +460,7 @@ class _Builder:
                         w[rows] = True
                 writers.append(w)
             both = (np.sum(writers, axis=0) > 1) & active
-            if both.any():
+            if both.any() and not self._defer(both):
                 i = int(np.flatnonzero(both)[0])
                 mods = [c.commands[0].module for c, w in zip(g.parts, writers) if w[i]]
                 raise PrismModelError(f"variable {self.names[j]!r} is written by more than one module ("
@@ -462,8 +478,11 @@ class _Builder:
                                       f"{c.where(self.src)}")
         raise AssertionError("no out-of-range assignment found")  # pragma: no cover
 
-    def _rate_error(self, p, rows, ctx, c, u) -> None:
+    def _rate_error(self, p, rows, ctx, c, u) -> np.ndarray:
+        """Raise for the first bad rate or probability (tolerant mode: defer, and return them zeroed)."""
         bad = ~np.isfinite(p) | (p < 0) | ((p > 1 + 1e-12) if self.discrete else False)
+        if self._defer(rows[bad]):
+            return np.where(bad, 0.0, p)
         b = int(np.flatnonzero(bad)[0])
         what = "probability" if self.discrete else "rate"
         raise PrismModelError(f"the {what} {u.prob.text} evaluates to {p[b]:g} in state "
@@ -492,7 +511,7 @@ class _Builder:
                 for guard, value in items:
                     acc += np.where(guard.full(ctx), value.full(ctx), 0.0)
             on = mass > 0
-            if not np.all(np.isfinite(acc[on])):
+            if not np.all(np.isfinite(acc[on])) and not self._defer(on & ~np.isfinite(acc)):
                 b = int(np.flatnonzero(on & ~np.isfinite(acc))[0])
                 raise PrismModelError(f"the transition reward of [{g.action or ''}] is not finite in state "
                                       f"{self.state_text(ctx.states[b])}")
@@ -612,10 +631,9 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
 
     b.packing = Packing(b.lo, b.hi, b.names)
     b.jumps = np.zeros(len(b.lo), dtype=np.int64)
-    b._first_multi = None
     b.meter = MemoryMeter()
     b.n_formed = 0.0
-    ex = explore_transitions(init, b.expand, b.names, hi=b.hi, lo=b.lo, max_states=max_states,
+    ex = explore_transitions(init, b, b.names, hi=b.hi, lo=b.lo, max_states=max_states,
                              what=f"{info.source.name}", meter=b.meter)
     space = ex.space
     n = space.n_states
@@ -631,9 +649,11 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
                                   f"{n_dead} deadlocked state{'s' if n_dead > 1 else ''} in all (strict mode)")
         warn(f"{n_dead} deadlocked state{'s were' if n_dead > 1 else ' was'} fixed by adding a self-loop, as PRISM "
              f"does (e.g. {b.state_text(states[i])})")
-    n_multi = int(ex.extras["multi"].sum()) if b.discrete else 0
+    choices = ex.extras["choices"]
+    n_multi = int(np.count_nonzero(choices > 1)) if b.discrete else 0
     if n_multi:
-        row, k = b._first_multi
+        i = int(np.flatnonzero(choices > 1)[0])
+        row, k = states[i], int(choices[i])
         warn(f"{n_multi} state{'s' if n_multi > 1 else ''} of the dtmc enable{'' if n_multi > 1 else 's'} more than "
              f"one choice (e.g. {b.state_text(row)}: {k} choices); as PRISM and Storm do, each of the k enabled "
              "choices is taken with probability 1/k")
@@ -672,8 +692,8 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
         out = np.asarray(R.sum(axis=1)).ravel()
         Q = (R - sp.diags(out, format="csr")).tocsr()
         Q.sum_duplicates()
-        chain = CTMC(space=space, Q=Q, cut_rate=np.zeros(n), jumps=b.jumps, rewards=state_rewards, initial=first,
-                     constants=constants)
+        chain = CTMC(space=space, Q=Q, cut_rate=np.zeros(n), jumps=_jumps(R, states), rewards=state_rewards,
+                     initial=first, constants=constants)
     label_ctx = EvalContext(states, labels={"init": init_mask, "deadlock": dead})
     labels = {"init": init_mask, "deadlock": dead}
     for name, c in info.labels.items():
@@ -683,3 +703,16 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     for k, key in enumerate(keys):
         structures[key] = RewardStructure(key, state_rewards[key], ex.extras[f"trans{k}"])
     return BuiltModel(chain, info, structures, n_trans, n_dead, time.perf_counter() - t0, n_multi)
+
+
+def _jumps(R: sp.csr_matrix, states: np.ndarray) -> np.ndarray:
+    """The largest change of each variable in one transition of ``R`` (for the LU orderings)."""
+    rows = np.repeat(np.arange(R.shape[0], dtype=np.int64), np.diff(R.indptr))
+    out = np.zeros(states.shape[1], dtype=np.int64)
+    step = 1 << 22
+    for a in range(0, len(rows), step):  # chunks of transitions, one column at a time
+        r, c = rows[a:a + step], R.indices[a:a + step]
+        for j in range(states.shape[1]):
+            x = states[:, j]
+            out[j] = max(out[j], int(np.abs(x[c] - x[r]).max(initial=0)))
+    return out
