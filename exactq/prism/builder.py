@@ -304,10 +304,11 @@ class _Builder:
 
     def __call__(self, states: np.ndarray, words: np.ndarray, tolerant: bool = False):
         self._bad = np.zeros(len(states), dtype=bool) if tolerant else None
-        blocks, extras = self.expand(states, words)
-        if tolerant:
-            blocks = list(blocks)  # the checks inside the generator run now, while errors are deferred
-            extras["_bad"] = self._bad
+        with np.errstate(all="ignore"):  # non-finite rates and rewards are checked, not warned about
+            blocks, extras = self.expand(states, words)
+            if tolerant:
+                blocks = list(blocks)  # the checks inside the generator run now, while errors are deferred
+                extras["_bad"] = self._bad
         self._bad = None
         return blocks, extras
 
@@ -525,48 +526,156 @@ class _Builder:
 
     # -- initial states ----------------------------------------------------------------
     def initial_states(self) -> np.ndarray:
+        """The initial state, or the states of ``init ... endinit``.
+
+        The block is split into its top-level conjuncts: a conjunct comparing one
+        variable with a constant (``x = 0``, ``y <= 3``) narrows that variable's
+        range; the other conjuncts are grouped by the variables they read, and each
+        group is evaluated on every valuation of its variables (in chunks) within
+        their narrowed ranges; variables the block does not read take every value
+        of their range. The sizes are checked against the memory budget first.
+        """
         info = self.info
         if info.init is None:
             return np.array([[v.init for v in info.variables]], dtype=np.int64)
-        used = _referenced_columns(info.init, self.lo)
-        radix = [int(self.hi[j] - self.lo[j] + 1) for j in range(len(self.lo))]
+        d = len(self.lo)
+        lo, hi = self.lo.copy(), self.hi.copy()
+        groups = []  # (columns, compiled conjunct)
+        for clause in _conjuncts(info.init, info.symbols):
+            if clause.const:
+                if not clause.value:
+                    raise PrismModelError(f"{self.src.name}: 'init ... endinit' is false for every state")
+                continue
+            cols = _referenced_columns(clause, self.lo)
+            narrowed = _interval(clause, info.symbols, info.variables)
+            if narrowed is not None:
+                j, a, b = narrowed
+                lo[j], hi[j] = max(lo[j], a), min(hi[j], b)
+                continue
+            groups.append((cols, clause))
+        if np.any(lo > hi):
+            raise PrismModelError(f"{self.src.name}: no valuation of the variables satisfies 'init ... endinit'")
+        # merge conjuncts that share variables (connected components)
+        comps = []
+        for cols, clause in groups:
+            cols = set(cols)
+            merged = [c for c in comps if c[0] & cols]
+            for c in merged:
+                comps.remove(c)
+                cols |= c[0]
+            comps.append((cols, [cl for c in merged for cl in c[1]] + [clause]))
+        covered = set().union(*[c for c, _ in comps]) if comps else set()
+        free = [j for j in range(d) if j not in covered]
+        count = 1
+        for j in free:  # the free variables' ranges first: they may be huge, and cost nothing to count
+            count *= int(hi[j] - lo[j] + 1)
+        parts = []  # (columns, satisfying values)
+        for cols, clauses in comps:
+            cols = sorted(cols)
+            vals = self._satisfying(cols, clauses, lo, hi)
+            count *= len(vals)
+            parts.append((cols, vals))
+        require_memory(float(count) * 8 * (d + 2), f"{self.src.name}: the {count} initial states of 'init ... "
+                       "endinit'", hint="constrain the variables there, or give initial values in the declarations")
+        parts += [([j], np.arange(lo[j], hi[j] + 1, dtype=np.int64)[:, None]) for j in free]
+        init = lo[None, :].copy()
+        for cols, vals in parts:  # the product of the parts, one part at a time
+            k = len(vals)
+            init = np.repeat(init, k, axis=0)
+            init[:, cols] = np.tile(vals, (len(init) // k, 1))
+        return init
+
+    def _satisfying(self, cols, clauses, lo, hi) -> np.ndarray:
+        """The valuations of ``cols`` (within ``lo..hi``) that satisfy every conjunct of ``clauses``."""
+        radix = [int(hi[j] - lo[j] + 1) for j in cols]
         domain = 1
-        for j in used:
-            domain *= radix[j]
-        names = ", ".join(self.names[j] for j in used) or "none"
-        require_memory(float(domain) * 8 * (len(used) + 2),
-                       f"{self.src.name}: evaluating 'init ... endinit' on the {domain} valuations of the variables "
-                       f"it reads ({names})",
-                       hint="constrain fewer variables there, or give initial values in the declarations")
+        for r in radix:
+            domain *= r
+        names = ", ".join(self.names[j] for j in cols)
+        require_memory(float(domain) * 8 * (len(cols) + 2),
+                       f"{self.src.name}: evaluating 'init ... endinit' on the {domain} valuations of {names}",
+                       hint="constrain fewer variables together, or give initial values in the declarations")
+        sub_radix = np.array(radix, dtype=np.int64)
+        strides = np.concatenate([np.cumprod(sub_radix[::-1])[::-1][1:], [1]]).astype(np.int64)
         found = []
-        sub_radix = np.array([radix[j] for j in used], dtype=np.int64)
-        strides = np.concatenate([np.cumprod(sub_radix[::-1])[::-1][1:], [1]]).astype(np.int64) if used else []
-        base = np.array([v.lo for v in info.variables], dtype=np.int64)
         step = 1 << 20
         for start in range(0, domain, step):  # chunks of the variables' domain, not states
             idx = np.arange(start, min(domain, start + step), dtype=np.int64)
-            states = np.repeat(base[None, :], len(idx), axis=0)
-            for k, j in enumerate(used):
-                states[:, j] = (idx // strides[k]) % sub_radix[k] + self.lo[j]
-            ok = np.broadcast_to(info.init.full(EvalContext(states)), (len(idx),))
+            states = np.repeat(lo[None, :], len(idx), axis=0)
+            for k, j in enumerate(cols):
+                states[:, j] = (idx // strides[k]) % sub_radix[k] + lo[j]
+            ctx = EvalContext(states)
+            ok = np.ones(len(idx), dtype=bool)
+            for clause in clauses:
+                ok &= np.broadcast_to(clause.full(ctx), (len(idx),))
             if ok.any():
-                found.append(states[ok])
+                found.append(states[ok][:, cols])
         if not found:
             raise PrismModelError(f"{self.src.name}: no valuation of the variables satisfies 'init ... endinit'")
-        init = np.concatenate(found)
-        free = [j for j in range(len(self.lo)) if j not in set(used)]
-        if free:  # variables the block does not read take every value of their range
-            count = len(init)
-            for j in free:
-                count *= radix[j]
-            require_memory(float(count) * 8 * (len(self.lo) + 2),
-                           f"{self.src.name}: the {count} initial states of 'init ... endinit' (it leaves "
-                           f"{', '.join(self.names[j] for j in free)} free)")
-            for j in free:
-                vals = np.arange(self.lo[j], self.hi[j] + 1, dtype=np.int64)
-                init = np.repeat(init, len(vals), axis=0)
-                init[:, j] = np.tile(vals, len(init) // len(vals))
-        return init
+        return np.concatenate(found)
+
+
+def _conjuncts(init, symbols) -> list:
+    """The top-level conjuncts of a compiled ``init`` block, compiled (the block itself if it cannot be split)."""
+    from .semantics import compile_expr
+    from .syntax import Binary, parse_model_text
+
+    try:
+        node = parse_model_text(f"dtmc\nmodule _m endmodule\ninit {init.text} endinit\n").init
+    except Exception:  # noqa: BLE001 - the text of a compiled block always parses; if not, do not split
+        return [init]
+    out, stack = [], [node]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Binary) and e.op == "&":
+            stack += [e.right, e.left]
+            continue
+        try:
+            c = compile_expr(e, symbols)
+        except PrismModelError:
+            return [init]
+        if c.type != "bool":
+            return [init]
+        out.append(c)
+    return out
+
+
+def _interval(clause, symbols, variables):
+    """``(j, lo, hi)`` when the conjunct compares one variable with a constant, else None."""
+    from .semantics import compile_expr
+    from .syntax import Binary, Ident, parse_model_text
+
+    try:
+        node = parse_model_text(f"dtmc\nmodule _m endmodule\ninit {clause.text} endinit\n").init
+    except Exception:  # noqa: BLE001
+        return None
+    if not (isinstance(node, Binary) and node.op in ("=", "<", "<=", ">", ">=")):
+        return None
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+    left, op, right = node.left, node.op, node.right
+    if not isinstance(left, Ident):
+        left, right, op = right, left, flip[op]
+    var = next((v for v in variables if isinstance(left, Ident) and v.name == left.name), None)
+    if var is None:
+        return None
+    try:
+        c = compile_expr(right, symbols)
+    except PrismModelError:
+        return None
+    if not c.const or c.type == "bool" and var.type != "bool":
+        return None
+    x = float(c.value)
+    if op == "=":
+        if x != int(x):
+            return var.index, 1, 0  # no integer value: empty
+        return var.index, int(x), int(x)
+    if op == "<":
+        return var.index, var.lo, int(np.ceil(x)) - 1
+    if op == "<=":
+        return var.index, var.lo, int(np.floor(x))
+    if op == ">":
+        return var.index, int(np.floor(x)) + 1, var.hi
+    return var.index, int(np.ceil(x)), var.hi
 
 
 class _Recorder(EvalContext):
