@@ -123,7 +123,7 @@ class StateSpace(Space):
             keys = self._raw_key(states)
             if np.any(keys < 0):
                 raise ValueError("states outside the given bounding box")
-            order = np.argsort(keys, kind="stable")
+            order = np.argsort(keys)  # equal keys are equal rows: any order among them
             keys = keys[order]
             keep = np.ones(len(keys), dtype=bool)
             keep[1:] = keys[1:] != keys[:-1]
@@ -142,7 +142,7 @@ class StateSpace(Space):
         """Sort by the hashed key, drop duplicate states, re-seed on a hash collision."""
         for attempt in range(_MAX_RESEEDS):
             keys = hash_words(words, seed + attempt)
-            order = np.argsort(keys, kind="stable")
+            order = np.argsort(keys)
             keys, w = keys[order], words[order]
             same = keys[1:] == keys[:-1]
             dup = np.zeros(len(keys), dtype=bool)

@@ -278,7 +278,7 @@ class _Builder:
             out.prob = np.concatenate(prob_l)
             out.dword = np.concatenate(dk_l)
             if sort:
-                order = np.argsort(out.rows, kind="stable")
+                order = np.argsort(out.rows)
                 out.rows, out.prob, out.dword = out.rows[order], out.prob[order], out.dword[order]
         else:
             out.rows = np.zeros(0, np.int64)
