@@ -56,6 +56,7 @@ def reference(info):
         choices_of.append(parts)
     start = tuple(v.init for v in info.variables)
     seen, todo, trans, dead = {start}, [start], {}, set()
+    rewards = {k: {} for k in range(len(info.rewards))}
     while todo:
         s = todo.pop()
         choices = [[c] for c in plain if _value(c.guard, s)]
@@ -64,6 +65,13 @@ def reference(info):
             choices += [list(combo) for combo in itertools.product(*enabled)]
         out = {}
         for combo in choices:
+            action = combo[0].action
+            for k, rs in enumerate(info.rewards):
+                r = sum(float(_value(v, s)) for a, g, v in rs.trans_items if (a or None) == action and _value(g, s))
+                mass = 1.0
+                for c in combo:
+                    mass *= sum(1.0 if u.prob is None else float(_value(u.prob, s)) for u in c.updates)
+                rewards[k][s] = rewards[k].get(s, 0.0) + r * mass / (len(choices) if discrete else 1.0)
             for ups in itertools.product(*[c.updates for c in combo]):
                 w = 1.0
                 t = list(s)
@@ -83,13 +91,13 @@ def reference(info):
             if t not in seen:
                 seen.add(t)
                 todo.append(t)
-    return trans, seen, dead
+    return trans, seen, dead, rewards
 
 
 def assert_matches_reference(model):
     built = quiet_build(model)
     chain = built.chain
-    trans, seen, dead = reference(model.info)
+    trans, seen, dead, rewards = reference(model.info)
     rows = [tuple(r) for r in chain.states.tolist()]
     assert set(rows) == seen
     index = {r: i for i, r in enumerate(rows)}
@@ -110,6 +118,9 @@ def assert_matches_reference(model):
     assert built.n_transitions == n_trans
     assert built.n_deadlocks == len(dead)
     assert chain.labels["deadlock"].sum() == len(dead)
+    for k, structure in enumerate(built.rewards.values()):  # expected transition rewards per state
+        expect = np.array([rewards[k].get(r, 0.0) for r in rows])
+        np.testing.assert_allclose(structure.transition, expect, rtol=1e-12, atol=1e-14)
     return built
 
 
@@ -138,6 +149,10 @@ def random_model(seed: int, kind: str) -> str:
                 ups.append(f"{float(p)!r} : {assign}")
             lines.append(f"  [{action}] {guard} -> {' + '.join(ups)};")
         lines.append("endmodule")
+    used = {ln.split("]")[0].strip()[1:] for ln in lines if ln.strip().startswith("[")}
+    items = ["[] true : 1;", "x0 = 1 : 3;"] + (["[a] x0 > 0 : 2;"] if "a" in used else []) + \
+        (["[b] x1 != 1 : x2 + 0.5;"] if "b" in used else [])
+    lines.append(f'rewards "r" {" ".join(items)} endrewards')
     return "\n".join(lines) + "\n"
 
 
