@@ -768,31 +768,61 @@ class _Search:
 
     def _bfs_round(self) -> None:
         blocks, extras = self.expand(self.frontier, self.words)
-        new_keys, new_words = [], []
-        for src, weight, twords in blocks:
-            twords = np.asarray(twords, dtype=np.int64).reshape(len(src), self.W)
+        new_keys, new_words, new_rows = [], [], []
+        for block in blocks:
+            src, weight, twords = block[:3]
+            rows = block[3] if len(block) > 3 else None  # the target rows, when the expander has them
+            twords = np.asarray(twords, dtype=np.int64).reshape(-1, self.W)
             tkeys = self.key_of(twords)
-            self._keep(np.asarray(src, dtype=np.int64) + self.base, weight, tkeys)
-            fresh = ~self.seen.contains(tkeys, twords if self.wide else None)
-            if fresh.any():
+            if self.keep:
+                self._keep(np.asarray(src, dtype=np.int64) + self.base, weight, tkeys)
+            fresh = np.flatnonzero(~self.seen.contains(tkeys, twords if self.wide else None))
+            if fresh.size:
                 new_keys.append(tkeys[fresh])
-                new_words.append(twords[fresh])
+                new_words.append((twords, fresh))
+                new_rows.append(rows)
         self._extras(extras)
         self.base += len(self.frontier)
-        self._discover(new_keys, new_words)
+        self._discover(new_keys, new_words, new_rows)
 
-    def _discover(self, new_keys: list, new_words: list) -> None:
-        """The next frontier: the distinct unseen candidates (each list holds unseen keys only)."""
+    def _discover(self, new_keys: list, new_words: list, new_rows: list | None = None) -> None:
+        """The next frontier: the distinct unseen candidates.
+
+        ``new_keys`` holds unseen keys only; ``new_words`` the words they come from,
+        as arrays or as ``(words, positions)`` pairs (gathered only for the distinct
+        keys); ``new_rows`` the matching rows where the expander gave them.
+        """
         if not new_keys:
             self.frontier = self.frontier[:0]
             return
-        cand_keys = np.concatenate(new_keys)
-        cand_words = np.concatenate(new_words)
+        cand_keys = new_keys[0] if len(new_keys) == 1 else np.concatenate(new_keys)
         keys, first = _unique_first(cand_keys)
+        # where each distinct key came from: (block, position in the block's arrays)
+        sizes = np.array([len(k) for k in new_keys])
+        block = np.searchsorted(np.cumsum(sizes), first, side="right") if len(new_keys) > 1 else None
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        words, rows = [], []
+        have_rows = new_rows is not None and all(r is not None for r in new_rows)
+        for b, w in enumerate(new_words):
+            sel = first if block is None else first[block == b] - offsets[b]
+            arr, pos = w if isinstance(w, tuple) else (w, None)
+            at = sel if pos is None else pos[sel]
+            words.append(arr[at])
+            if have_rows:
+                rows.append(new_rows[b][at])
+        if block is not None:  # back to the order of ``keys``
+            back = np.argsort(np.argsort(block, kind="stable"), kind="stable")
+            words = np.concatenate(words)[back]
+            rows = np.concatenate(rows)[back] if have_rows else None
+        else:
+            words = words[0]
+            rows = rows[0] if have_rows else None
         if self.wide:
-            _check_unique_words(cand_words, cand_keys, keys, first)
-        words = cand_words[first]
-        self._add_states(keys, words, self.packing.decode(words))
+            all_words = np.concatenate([(w[0][w[1]] if isinstance(w, tuple) else w) for w in new_words])
+            _check_unique_words(all_words, cand_keys, keys, first)
+        if rows is None:
+            rows = self.packing.decode(words)
+        self._add_states(keys, words, rows)
         self.frontier, self.words, self.keys = self.state_chunks[-1], words, keys
 
     def _add_states(self, keys, words, rows) -> None:
@@ -801,8 +831,9 @@ class _Search:
         self.meter.need(len(keys) * self.per_state, f"{self.what}: {self.n_found + len(keys)} states of {self.d} "
                         f"variables after {self.rounds} rounds of exploration")
         self.seen.add(keys, words if self.wide else None)
-        self.seen_lo = np.minimum(self.seen_lo, rows.min(axis=0))
-        self.seen_hi = np.maximum(self.seen_hi, rows.max(axis=0))
+        if self.windows:
+            self.seen_lo = np.minimum(self.seen_lo, rows.min(axis=0))
+            self.seen_hi = np.maximum(self.seen_hi, rows.max(axis=0))
         self.n_found += len(keys)
         if self.max_states is not None and self.n_found > self.max_states:
             raise TruncationError(f"state space exceeds max_states={self.max_states} during exploration")
@@ -956,10 +987,10 @@ class _Search:
         weight = np.empty(m)
         at = 0
         table = None
-        if self.universe is not None and self.universe <= max(32 * n, 1 << 22):
+        if m and self.universe is not None and self.universe <= max(32 * n, 1 << 22):
             table = np.empty(int(self.universe), dtype=itype)
             table[sorted_keys] = np.arange(n, dtype=itype)
-        order_i = order.astype(itype)
+        order_i = order.astype(itype) if m else None
         parts = list(zip(self.src_parts, self.weight_parts, self.tkey_parts))
         self.src_parts = self.weight_parts = self.tkey_parts = None
         parts.reverse()
@@ -1022,14 +1053,12 @@ def explore(
     init = np.atleast_2d(np.asarray(initial, dtype=np.int64))
     packing = Packing(np.zeros(init.shape[1], np.int64) if lo is None else lo, hi, names)
 
-    def expand(states, words):
-        blocks = []
-        for _, rates, targets in _collect(None, states, events):
-            live = np.flatnonzero(rates > 0)
-            if live.size:
-                t = targets[live]
-                inside = packing.inside(t)
-                blocks.append((live[inside], None, packing.words(t[inside])))
-        return blocks, {}
+    def expand(states, words):  # only the states are kept: no sources, no weights
+        rows = [targets[rates > 0] for _, rates, targets in _collect(None, states, events)]
+        t = np.concatenate(rows) if rows else np.zeros((0, states.shape[1]), np.int64)
+        inside, w = packing.inside_words(t)
+        if not inside.all():
+            t, w = t[inside], w[inside]
+        return [(None, None, w, t)], {}
 
     return explore_transitions(init, expand, names, hi=hi, lo=lo, max_states=max_states, keep=False).space

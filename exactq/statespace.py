@@ -341,6 +341,17 @@ class Packing:
         """Whether each row lies in the box."""
         return np.all((rows >= self.lo) & (rows <= self.hi), axis=1)
 
+    def inside_words(self, rows: np.ndarray):
+        """``(inside, words)``: whether each row lies in the box, and the words (meaningful where it does)."""
+        off = np.asarray(rows, dtype=np.int64) - self.lo
+        inside = np.all(off.view(np.uint64) < self.radix.view(np.uint64), axis=1)  # negative offsets wrap to huge
+        if self.n_words == 1:
+            return inside, (off @ self.strides)[:, None]
+        out = np.empty((len(off), self.n_words), dtype=np.int64)
+        for k, cols in enumerate(self._groups):  # loop over words
+            out[:, k] = off[:, cols] @ self.strides[cols]
+        return inside, out
+
     def words(self, rows: np.ndarray) -> np.ndarray:
         """The ``(n, n_words)`` packed words of rows inside the box."""
         rows = np.asarray(rows, dtype=np.int64)
