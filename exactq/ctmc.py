@@ -775,7 +775,8 @@ class _Search:
             twords = np.asarray(twords, dtype=np.int64).reshape(-1, self.W)
             tkeys = self.key_of(twords)
             if self.keep:
-                self._keep(np.asarray(src, dtype=np.int64) + self.base, weight, tkeys)
+                itype = np.int32 if self.base + len(self.frontier) < 2**31 else np.int64
+                self._keep(np.asarray(src, dtype=itype) + itype(self.base), weight, tkeys)
             fresh = np.flatnonzero(~self.seen.contains(tkeys, twords if self.wide else None))
             if fresh.size:
                 new_keys.append(tkeys[fresh])
@@ -967,6 +968,18 @@ class _Search:
         return True
 
     # -- the result ------------------------------------------------------------------------
+    @staticmethod
+    def _scatter(chunks: list, order: np.ndarray, width: int) -> np.ndarray:
+        """The rows of the chunks (in discovery order) at their final positions, freeing each chunk once copied."""
+        out = np.empty((len(order), width), dtype=np.int64)
+        at = 0
+        chunks.reverse()
+        while chunks:
+            c = chunks.pop()
+            out[order[at:at + len(c)]] = c
+            at += len(c)
+        return out
+
     def _finish(self) -> Explored:
         n, m = self.n_found, self.n_kept
         d, W = self.d, self.W
@@ -976,11 +989,14 @@ class _Search:
         perm = np.argsort(keys_disc)  # final position -> discovery index (the keys are distinct)
         order = np.empty(n, dtype=np.int64)
         order[perm] = np.arange(n, dtype=np.int64)
-        states = np.concatenate(self.state_chunks)[perm]
         sorted_keys = keys_disc[perm]
-        space = StateSpace._presorted(states, self.names, self.packing, sorted_keys,
-                                      np.concatenate(self.word_chunks)[perm] if self.wide else None, self.seed)
-        self.state_chunks = self.word_chunks = self.key_chunks = None
+        del keys_disc
+        self.key_chunks = None
+        states = self._scatter(self.state_chunks, order, d)
+        self.state_chunks = None
+        words = self._scatter(self.word_chunks, order, W) if self.wide else None
+        self.word_chunks = None
+        space = StateSpace._presorted(states, self.names, self.packing, sorted_keys, words, self.seed)
         itype = np.int32 if n < 2**31 else np.int64
         src = np.empty(m, dtype=itype)
         dst = np.empty(m, dtype=itype)

@@ -769,7 +769,9 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     # the matrix: duplicates summed, self-loops kept for the count
     b.meter.need(0, f"{info.source.name}: the matrix of {n} states and {len(ex.src)} transitions",
                  transient=len(ex.src) * 40.0 + n * 32.0)
-    R = sp.csr_matrix((ex.weight, (ex.src, ex.dst)), shape=(n, n))
+    R = sp.coo_matrix((ex.weight, (ex.src, ex.dst)), shape=(n, n))
+    ex.weight = ex.src = ex.dst = None
+    R = R.tocsr()  # sums duplicates
     R.sum_duplicates()
     R.eliminate_zeros()
     n_trans = int(R.nnz) + n_dead
@@ -816,11 +818,15 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
 
 def _jumps(R: sp.csr_matrix, states: np.ndarray) -> np.ndarray:
     """The largest change of each variable in one transition of ``R`` (for the LU orderings)."""
-    rows = np.repeat(np.arange(R.shape[0], dtype=np.int64), np.diff(R.indptr))
+    n = R.shape[0]
     out = np.zeros(states.shape[1], dtype=np.int64)
-    step = 1 << 22
-    for a in range(0, len(rows), step):  # chunks of transitions, one column at a time
-        r, c = rows[a:a + step], R.indices[a:a + step]
+    per_row = max(1, R.nnz // max(n, 1))
+    step = max(1, (1 << 22) // per_row)
+    for a in range(0, n, step):  # blocks of rows (about 4M transitions each), one column at a time
+        b = min(n, a + step)
+        lo, hi = R.indptr[a], R.indptr[b]
+        r = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(R.indptr[a:b + 1]))
+        c = R.indices[lo:hi]
         for j in range(states.shape[1]):
             x = states[:, j]
             out[j] = max(out[j], int(np.abs(x[c] - x[r]).max(initial=0)))
