@@ -8,9 +8,10 @@ size, each tool builds the model ``--repeat`` times (default 3), each time in a 
 subprocess (so that its peak resident memory is its own), the tools alternating:
 
 ``exactq``
-    ``exactq.load_prism(path, constants).built``: parse, analyse, explore and
-    assemble the chain (in-process seconds; ``build_only`` is the build without
-    the parse).
+    ``exactq.load_prism(path, constants)`` and the build: parse, analyse, explore
+    and assemble the chain (in-process seconds; ``build_only`` is the build
+    without the parse). The libraries (exactq, scipy.sparse.csgraph) are imported
+    before the clock starts, as Storm's are by ``import stormpy``.
 ``storm``
     ``stormpy.build_model(stormpy.parse_prism_program(path, prism_compatibility=True))``
     (with ``instantiate_constants`` for the undefined constants): Storm's sparse
@@ -83,6 +84,8 @@ def _model_file(case: str, size: tuple, directory: str) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- workers
 def worker_exactq(path: str, consts: str) -> None:
     import warnings
+
+    import scipy.sparse.csgraph  # noqa: F401  (the library is loaded before timing, as ``import stormpy`` is)
 
     import exactq
     import exactq.prism.builder as builder

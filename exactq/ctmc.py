@@ -505,12 +505,13 @@ class _Collision(Exception):
 
 
 class _KeySet:
-    """A growing set of int64 keys: a map of bits over a bounded key universe, or a few sorted runs.
+    """A growing set of int64 keys: a few sorted runs, or a map over a bounded key universe.
 
-    With single-word keys below ``universe``, a boolean map (at most
-    :data:`_BITMAP_KEYS` keys) or a packed map of bits (up to ``max_bits`` keys;
-    its pages are given by the system as they are first written, so a sparse use of
-    a large universe costs little) answers a lookup by one gather.
+    With single-word keys below ``universe``, once the keys fill 1/64 of it (or at
+    once for a universe of at most 2^20), a boolean map (at most
+    :data:`_BITMAP_KEYS` keys) or a packed map of bits (up to ``max_bits`` keys)
+    replaces the runs and answers a lookup by one gather; a sparser map would cost
+    more memory than the runs, and a page fault per key.
 
     Otherwise the keys are held as sorted runs (a log-structured merge): ``add``
     appends a sorted run and merges the last two while the older one is at most
@@ -528,15 +529,28 @@ class _KeySet:
         self.size = len(keys)
         self.bitmap = self.bits = None
         self.wide = words is not None
-        self.runs = []
-        if universe is not None and universe <= _BITMAP_KEYS and not self.wide:
-            self.bitmap = np.zeros(int(universe), dtype=bool)
-            self.bitmap[keys] = True
-        elif universe is not None and universe <= max_bits and not self.wide:
-            self.bits = np.zeros((int(universe) + 7) // 8, dtype=np.uint8)
-            self._set_bits(keys)
+        self.universe = None if self.wide or universe is None else int(universe)
+        self.max_bits = max_bits
+        self.runs = [(keys, words[first] if self.wide else None)]
+        self._densify()
+
+    def _densify(self) -> None:
+        """Trade the runs for a map once the keys fill 1/64 of the universe (a map costs 1 or 1/8 byte per key
+        of the universe, a run 8 bytes per key; a sparse map also costs a page per key touched)."""
+        u = self.universe
+        if u is None or not self.runs or (u > 1 << 20 and self.size * 64 < u):
+            return
+        if u <= _BITMAP_KEYS:
+            self.bitmap = np.zeros(u, dtype=bool)
+            for keys, _ in self.runs:
+                self.bitmap[keys] = True
+        elif u <= self.max_bits:
+            self.bits = np.zeros((u + 7) // 8, dtype=np.uint8)
+            for keys, _ in self.runs:
+                self._set_bits(keys)
         else:
-            self.runs = [(keys, words[first] if self.wide else None)]
+            return
+        self.runs = []
 
     def _set_bits(self, keys: np.ndarray) -> None:
         """Set the bits of sorted distinct keys (the bits of one byte are summed, not or-ed: they are distinct)."""
@@ -573,6 +587,10 @@ class _KeySet:
             self._set_bits(keys)
             return
         self.runs.append((keys, words))
+        if self.universe is not None and self.size * 64 >= self.universe:
+            self._densify()
+            if not self.runs:
+                return
         while len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0]):
             (k2, w2), (k1, w1) = self.runs.pop(), self.runs[-1]
             k = np.concatenate([k1, k2])
@@ -684,6 +702,10 @@ _THIN_ROUNDS = 4
 #: a window may always hold this many states, and at most this many times the states found so far
 _WINDOW_MIN = 1 << 16
 _WINDOW_GROWTH = 4.0
+#: windows are tried only where the states found fill at least 1/_WINDOW_DENSITY of their bounding box
+_WINDOW_DENSITY = 8
+#: bytes a kept transition holds until the end (source, weight, target key)
+_KEPT_BYTES = 24
 
 
 class _Search:
@@ -726,8 +748,7 @@ class _Search:
         fits = self.universe is not None and self.universe <= max(_BITMAP_KEYS, max_bits)
         self.seen = _KeySet(keys, universe=int(self.universe) if fits else None,
                             words=self.words if self.wide else None, max_bits=max_bits)
-        if self.seen.bits is not None:
-            meter.need(len(self.seen.bits), f"{what}: the map of seen states ({self.universe:.0f} keys)")
+        self._map_counted = False
         self.seen_lo, self.seen_hi = self.frontier.min(axis=0), self.frontier.max(axis=0)
         self.state_chunks, self.word_chunks, self.key_chunks = [self.frontier], [self.words], [keys]
         self.src_parts, self.weight_parts, self.tkey_parts = [], [], []
@@ -832,6 +853,11 @@ class _Search:
         self.meter.need(len(keys) * self.per_state, f"{self.what}: {self.n_found + len(keys)} states of {self.d} "
                         f"variables after {self.rounds} rounds of exploration")
         self.seen.add(keys, words if self.wide else None)
+        if not self._map_counted and (self.seen.bits is not None or self.seen.bitmap is not None):
+            self._map_counted = True
+            size = len(self.seen.bits if self.seen.bits is not None else self.seen.bitmap)
+            self.meter.need(size, f"{self.what}: the map of {self.n_found + len(keys)} seen states over "
+                            f"{self.universe:.0f} keys")
         if self.windows:
             self.seen_lo = np.minimum(self.seen_lo, rows.min(axis=0))
             self.seen_hi = np.maximum(self.seen_hi, rows.max(axis=0))
@@ -845,14 +871,17 @@ class _Search:
     # -- windows -------------------------------------------------------------------------
     def _window(self) -> bool:
         """One window round (see the class docstring); False when no useful window fits (then a BFS round)."""
-        from scipy.sparse.csgraph import breadth_first_order
-
         from .budget import BudgetError
         from .errors import ExactqError
 
         pk, F = self.packing, self.frontier
         jumps = np.asarray(self.expand.jumps, dtype=np.int64)
         if not jumps.any():
+            return False
+        # windows pay where the states found fill their bounding box (counters, queues in tandem), not where
+        # they are a sparse subset of it (many flags and counters that move together)
+        seen_box = float(np.prod((self.seen_hi - self.seen_lo + 1).astype(float)))
+        if self.n_found * _WINDOW_DENSITY < seen_box:
             return False
         f_lo, f_hi = F.min(axis=0), F.max(axis=0)
         # grow the box where the frontier touches the seen states' box (where new states lie)
@@ -875,6 +904,8 @@ class _Search:
                             transient=size * (8 * (3 * self.d + 3 * self.W + 8) + per_trans * 80))
         except BudgetError:
             return False
+        from scipy.sparse.csgraph import breadth_first_order  # (imports scipy.sparse.linalg: only when used)
+
         n_w = int(size)
         radix = hi_w - lo_w + 1
         strides = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
@@ -889,6 +920,7 @@ class _Search:
         Cw = np.concatenate([self.words, wwords[fresh]])
         Ck = np.concatenate([self.keys, wkeys[fresh]])
         del rows, wwords, wkeys
+        held = self.meter.held
         try:
             blocks, extras = self.expand(C, Cw, tolerant=True)
             blocks = [(np.asarray(s, dtype=np.int64), w, np.asarray(t, dtype=np.int64).reshape(len(s), self.W))
@@ -940,6 +972,7 @@ class _Search:
         disc[:nF] = self.base + np.arange(nF)
         disc[new_in] = self.base + nF + np.arange(len(new_in))
         out_keys, out_words = [], []
+        kept_before = self.n_kept
         for (src, weight, twords), (tkeys, loc) in zip(blocks, local):
             live = reached[src]
             if not live.all():
@@ -950,6 +983,8 @@ class _Search:
                 out_keys.append(tkeys[out])
                 out_words.append(twords[out])
         self._extras(extras, np.concatenate([np.arange(nF), new_in]))
+        # the expander accounted for every transition it formed; only those of reached states are kept
+        self.meter.held = held + (self.n_kept - kept_before) * _KEPT_BYTES
         self.base += nF + len(new_in)
         if len(new_in):
             self._add_states(Ck[new_in], Cw[new_in], C[new_in])
