@@ -784,11 +784,16 @@ class _Search:
             self.n_kept += len(src)
 
     def _extras(self, extras: dict, sel=None) -> None:
+        held = 0
         for name, arr in extras.items():
             if name.startswith("_"):
                 continue
             arr = np.asarray(arr)
-            self.extra_parts.setdefault(name, []).append(arr if sel is None else arr[sel])
+            arr = arr if sel is None else arr[sel]
+            held += 2 * arr.nbytes  # kept, and once more when put in the final order
+            self.extra_parts.setdefault(name, []).append(arr)
+        if held:
+            self.meter.need(held, f"{self.what}: what is recorded per state for {self.base} states")
 
     def _bfs_round(self) -> None:
         blocks, extras = self.expand(self.frontier, self.words)
@@ -928,7 +933,8 @@ class _Search:
             blocks, extras = self.expand(C, Cw, tolerant=True)
             blocks = [(np.asarray(s, dtype=np.int64), w, np.asarray(t, dtype=np.int64).reshape(len(s), self.W))
                       for s, w, t in blocks]
-        except ExactqError:  # an evaluation fault somewhere in the box: take the frontier round by round
+        except ExactqError:  # a fault (or the budget) somewhere in the box: take the frontier round by round
+            self.meter.held = held
             self.windows = False
             return False
         nC = len(C)

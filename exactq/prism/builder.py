@@ -422,10 +422,9 @@ class _Builder:
 
     def _budget(self, transitions: float, n: int) -> None:
         """Account for the transitions about to be formed (kept) and the work of one chunk (transient)."""
-        self.n_formed += transitions
         self.meter.need(transitions * _KEPT_PER_TRANSITION,
-                        f"{self.src.name}: {self.n_formed:.0f} transitions (the next {transitions:.0f} out of a "
-                        f"frontier of {n} states)",
+                        f"{self.src.name}: the states and transitions explored so far and the next "
+                        f"{transitions:.0f} transitions (out of {n} states)",
                         transient=min(transitions, CHUNK_TRANSITIONS) * _WORK_PER_TRANSITION)
 
     # -- checks --------------------------------------------------------------------------
@@ -617,18 +616,22 @@ class _Builder:
 
 def _conjuncts(init, symbols) -> list:
     """The top-level conjuncts of a compiled ``init`` block, compiled (the block itself if it cannot be split)."""
+    from . import syntax
     from .semantics import compile_expr
-    from .syntax import Binary, parse_model_text
 
     try:
-        node = parse_model_text(f"dtmc\nmodule _m endmodule\ninit {init.text} endinit\n").init
+        node = syntax.parse_model_text(f"dtmc\nmodule _m endmodule\ninit {init.text} endinit\n").init
     except Exception:  # noqa: BLE001 - the text of a compiled block always parses; if not, do not split
         return [init]
+    chain = getattr(syntax, "Chain", None)  # a flat run of one operator: a & b & c
     out, stack = [], [node]
     while stack:
         e = stack.pop()
-        if isinstance(e, Binary) and e.op == "&":
+        if isinstance(e, syntax.Binary) and e.op == "&":
             stack += [e.right, e.left]
+            continue
+        if chain is not None and isinstance(e, chain) and all(op == "&" for op, _ in e.rest):
+            stack += [x for _, x in reversed(e.rest)] + [e.first]
             continue
         try:
             c = compile_expr(e, symbols)
@@ -741,7 +744,6 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     b.packing = Packing(b.lo, b.hi, b.names)
     b.jumps = np.zeros(len(b.lo), dtype=np.int64)
     b.meter = MemoryMeter()
-    b.n_formed = 0.0
     ex = explore_transitions(init, b, b.names, hi=b.hi, lo=b.lo, max_states=max_states,
                              what=f"{info.source.name}", meter=b.meter)
     space = ex.space
