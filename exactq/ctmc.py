@@ -907,11 +907,20 @@ class _Search:
         if size > cap or size <= 2 * len(F):
             return False
         per_trans = self.n_kept / max(self.base, 1)
-        try:
-            self.meter.need(0, f"{self.what}: a window of {size:.0f} states around the frontier",
-                            transient=size * (8 * (3 * self.d + 3 * self.W + 8) + per_trans * 80))
-        except BudgetError:
-            return False
+        per_window_state = 8 * (3 * self.d + 3 * self.W + 8) + per_trans * 80
+        while True:  # near the budget, smaller windows (plain rounds would crawl along a thin chain)
+            try:
+                self.meter.need(0, f"{self.what}: {self.n_found} states and {self.n_kept} transitions found so "
+                                f"far, and a window of {size:.0f} states around the frontier",
+                                transient=size * per_window_state)
+                break
+            except BudgetError:
+                if steps == 1:
+                    raise
+                steps //= 2
+                lo_w = np.maximum(pk.lo, f_lo - steps * down)
+                hi_w = np.minimum(pk.hi, f_hi + steps * up)
+                size = float(np.prod((hi_w - lo_w + 1).astype(float)))
         from scipy.sparse.csgraph import breadth_first_order  # (imports scipy.sparse.linalg: only when used)
 
         n_w = int(size)
@@ -991,9 +1000,9 @@ class _Search:
             if out.any():
                 out_keys.append(tkeys[out])
                 out_words.append(twords[out])
-        self._extras(extras, np.concatenate([np.arange(nF), new_in]))
         # the expander accounted for every transition it formed; only those of reached states are kept
         self.meter.held = held + (self.n_kept - kept_before) * _KEPT_BYTES
+        self._extras(extras, np.concatenate([np.arange(nF), new_in]))
         self.base += nF + len(new_in)
         if len(new_in):
             self._add_states(Ck[new_in], Cw[new_in], C[new_in])

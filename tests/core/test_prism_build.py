@@ -339,6 +339,25 @@ def test_exploration_beyond_the_memory_budget_is_one_line(monkeypatch):
     assert "\n" not in msg and "m.pm" in msg and "above the memory budget of 195 KiB" in msg
 
 
+def test_a_chain_over_a_range_of_1e9_ends_at_the_budget_in_one_line(monkeypatch):
+    # a birth-death chain on 0..1e9: windows of doubling size climb it until the budget says no
+    text = """ctmc
+module m x : [0..1000000000] init 0;
+  [] x < 1000000000 -> 1 : (x'=x+1);
+  [] x > 0 -> 2 : (x'=x-1);
+endmodule
+"""
+    import time
+
+    monkeypatch.setenv("EXACTQ_MEMORY_BUDGET", "60MB")
+    t0 = time.perf_counter()
+    with pytest.raises(BudgetError) as exc:
+        quiet_build(load(text))
+    assert time.perf_counter() - t0 < 30
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("m.pm: ") and "above the memory budget of 57.2 MiB" in msg
+
+
 def test_init_blocks_enumerate_only_what_they_constrain():
     text = """dtmc
 const int M = 3;
