@@ -103,7 +103,7 @@ import scipy.sparse as sp
 from exactq.budget import require_memory
 from exactq.catalogue import Model, register_model
 from exactq.errors import AccuracyWarning, ConvergenceError, ModelError, NotApplicableError, UnstableError
-from exactq.params import Param
+from exactq.params import ARRIVAL_RATE_ALIASES, Count, Param
 from exactq.representations.mdp import MDP, LongRunAverage, Scheduler
 from exactq.result import Result
 from exactq.statespace import StateSpace
@@ -215,9 +215,9 @@ class OptimalDispatch(Model):
                  "MDPs)")
     parameters = (
         Param("arrival_rate", "float", "Poisson arrival rate, total over all servers (not per server)", low=0.0,
-              low_open=True),
+              low_open=True, scope="total", count=Count("service_rates", "len"), aliases=ARRIVAL_RATE_ALIASES),
         Param("service_rates", "floats", "service rate of each exponential server (each has its own FCFS queue)",
-              low=0.0, low_open=True),
+              low=0.0, low_open=True, scope="per-server"),
         Param("capacity", "int_or_inf", "maximum jobs per queue, the job in service included (an arrival finding "
               "every queue full is lost); inf: an approximating sequence of truncations", default=math.inf, low=1),
         Param("holding_costs", "floats", "cost per job per unit of time at each server, for holding_cost "
