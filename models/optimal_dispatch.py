@@ -173,12 +173,11 @@ def switching_curve(actions: np.ndarray, K: int) -> tuple[list, bool]:
     ([1, None], True)
     """
     to2 = np.asarray(actions)[:K, :K] == 1
-    curve, monotone = [], True
-    for q2 in range(K):  # one entry per queue-2 length of an already computed table
-        hit = np.flatnonzero(to2[:, q2])
-        curve.append(int(hit[0]) if hit.size else None)
-        if hit.size:
-            monotone &= bool(np.all(to2[hit[0]:, q2]))
+    has = to2.any(axis=0)
+    first = np.argmax(to2, axis=0)  # the first q1 sending to queue 2, per column q2
+    after = (np.arange(K)[:, None] >= first[None, :]) & has[None, :]
+    monotone = bool(np.all(to2 | ~after))  # every q1 past the curve sends to queue 2
+    curve = [int(f) if h else None for f, h in zip(first, has)]
     return curve, bool(monotone)
 
 

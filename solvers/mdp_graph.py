@@ -14,9 +14,6 @@ scheduler stay forever; the quantitative solvers (:mod:`exactq.solvers.mdp`,
 - :func:`maximal_end_components`: the MEC decomposition, de Alfaro (1997), Algorithm
   3.1 (repeated strongly connected components, dropping the choices that leave them),
   as in Baier & Katoen (2008), Algorithm 47.
-- :func:`quotient`: collapse classes of states (end components) into one state each,
-  keeping the chosen rows and remapping their columns (Baier et al. CAV 2017, the
-  MEC quotient of interval iteration).
 - :func:`backup` / :func:`greedy`: one Bellman backup ``max_c (b + P v)`` (or min) as a
   sparse matrix-vector product over the choice rows and ``np.maximum.reduceat`` over
   the row groups; the choice attaining it (lowest row on ties).
@@ -40,8 +37,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
-__all__ = ["prob0a", "prob0e", "prob1a", "prob1e", "attractor", "maximal_end_components", "quotient",
-           "backup", "greedy", "rows_inside", "closed_classes", "RowStructure"]
+__all__ = ["prob0a", "prob0e", "prob1a", "prob1e", "attractor", "maximal_end_components", "backup", "greedy",
+           "rows_inside", "closed_classes", "RowStructure"]
 
 
 class RowStructure:
@@ -350,41 +347,6 @@ def closed_classes(P: sp.csr_matrix) -> tuple[np.ndarray, int]:
 def rows_inside(structure: RowStructure, states: np.ndarray) -> np.ndarray:
     """(n_choices,) the choices of ``states`` whose successors all lie in ``states``."""
     return structure.all_successors(states[structure.nnz_col]) & states[structure.owner]
-
-
-def quotient(P, groups, klass: np.ndarray, rows: np.ndarray, n_classes: int):
-    """Collapse the states into classes: keep the choices in ``rows``, map columns to classes.
-
-    Parameters
-    ----------
-    P : (n_choices, n_states) CSR
-    groups : row groups
-    klass : (n_states,) int
-        The new state of every old state, in ``0 .. n_classes - 1``.
-    rows : (n_choices,) bool
-        The choices to keep; the new state of a class gets the kept choices of all its
-        states (in order of the old rows), and every class must keep at least one.
-    n_classes : int
-
-    Returns
-    -------
-    Q : (n_kept, n_classes) CSR
-        The kept rows with columns summed by class.
-    new_groups : (n_classes + 1,) int
-    old_row : (n_kept,) int
-        The old row of every new row.
-    """
-    owner = np.repeat(np.arange(len(groups) - 1), np.diff(groups))
-    kept = np.flatnonzero(rows)
-    order = np.argsort(klass[owner[kept]], kind="stable")
-    old_row = kept[order]
-    sub = P[old_row]
-    Q = sp.csr_matrix((sub.data.copy(), klass[sub.indices], sub.indptr.copy()), shape=(old_row.size, n_classes))
-    Q.sum_duplicates()
-    counts = np.bincount(klass[owner[old_row]], minlength=n_classes)
-    if np.any(counts == 0):
-        raise ValueError("every class of the quotient needs a kept choice")
-    return Q, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), old_row
 
 
 def backup(P: sp.csr_matrix, b: np.ndarray, v: np.ndarray, starts: np.ndarray, sense: str) -> tuple[np.ndarray, np.ndarray]:
