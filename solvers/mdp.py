@@ -40,12 +40,14 @@ Unbounded objectives
    become *verified* bounds: with ``b >= 0``, ``(1 + d) x`` is a super-solution and
    ``(1 - d) x`` a sub-solution of the Bellman operator, which one backup each
    confirms (:func:`verified_bracket`; the same Knaster-Tarski argument as step 3).
-   This is ``method="auto"`` (a few sparse LUs instead of thousands of sweeps); interval
-   iteration takes over where an LU does not fit the memory budget, a system is
-   singular, or the values cannot be verified to ``tol`` (ill-conditioned systems:
-   expected times of 1e20 steps). ``method="interval-iteration"`` forces step 3,
-   the independent check; ``method="policy-iteration"`` returns the values alone
-   (``lower = upper``).
+   ``method="auto"`` runs step 3 for up to 1,000 sweeps (fast where value iteration
+   mixes fast, and no factorisation, whose fill on unstructured models can be large),
+   then this (a few sparse LUs instead of many thousands of sweeps where it mixes
+   slowly), then step 3 again from the tightest bounds where an LU does not fit the
+   memory budget, a system is singular, or the values cannot be verified to ``tol``
+   (ill-conditioned systems: expected times of 1e20 steps).
+   ``method="interval-iteration"`` forces step 3, the independent check;
+   ``method="policy-iteration"`` returns the values alone (``lower = upper``).
 
 The bounds hold in exact arithmetic; the floating-point rounding of the backups
 (relative ``~1e-16`` per backup) is not included.
@@ -373,72 +375,115 @@ def _not_converged(what: str, width: float, sweeps: int, strict: bool) -> None:
     warnings.warn(msg, ConvergenceWarning, stacklevel=3)
 
 
+#: sweeps of interval iteration that ``method="auto"`` tries before policy iteration
+AUTO_SWEEPS = 1000
+
+
+def _upper_start(red, sense, upper_start, lower, tol, atol, budget, info):
+    """A verified upper start for interval iteration; returns ``(lower, upper or None, sweeps)``."""
+    nit = 0
+    if not isinstance(upper_start, str):
+        info["upper_start"] = f"{upper_start:g}"
+        return lower, np.full(red.n, float(upper_start)), 0
+    if upper_start == "attractor":  # Rmin: an almost-surely-reaching scheduler's exact value, raised
+        try:
+            seed = _solve_policy(red, _proper_choice(red))
+        except ExactqError as exc:
+            info["upper_start"] = f"not found: {exc}"
+            return lower, None, 0
+        for delta in (1e-10, 1e-8, 1e-6):
+            upper = _verify_upper(red, sense, seed * (1 + delta), tries=1)
+            if upper is not None:
+                info["upper_start"] = "value of an almost-surely-reaching scheduler, verified F(u) <= u"
+                return lower, upper, 0
+        return lower, None, 0
+    # "verify" (Rmax): an optimistic guess from the lower iterate, the guess-and-verify step of OVI
+    eps = max(tol, 1e-12)
+    for _ in range(6):
+        lower, k = _lower_until_stable(red, sense, lower, eps * 0.5, max(budget - nit, 1))
+        nit += k
+        upper = _verify_upper(red, sense, lower * (1 + eps) + eps * max(atol, 1e-300))
+        if upper is not None:
+            info["upper_start"] = f"optimistic guess (relative {eps:.1e}) verified F(u) <= u"
+            return lower, upper, nit
+        if nit >= budget:
+            break
+        eps *= 0.5
+    return lower, None, nit
+
+
+def _policy_bracket(red, sense, proper, tol, atol, info):
+    """Policy iteration and its verified bracket: ``(L, U, choice, improvements)``, or None (reason in info)."""
+    start = _proper_choice(red) if proper else greedy(*_backup0(red, sense), red.groups, sense=sense)
+    try:
+        x, choice, nit = policy_iteration(red, sense, start)
+    except ExactqError as exc:  # a budget, a singular system: interval iteration needs neither
+        info["policy_iteration"] = f"not used: {exc}"
+        return None
+    info["improvements"] = nit
+    bracket = verified_bracket(red, sense, x, tol, atol)
+    if bracket is None:
+        info["policy_iteration"] = "its values could not be verified as bounds (ill-conditioned systems)"
+        return None
+    return bracket[0], bracket[1], choice, nit, x
+
+
 def _solve(mdp, st, red: Reduced, sense, method, upper_start, tol, atol, maxiter, strict, what, proper=False):
-    """Solve the reduced model by interval iteration (or policy iteration); returns lower, upper, choice, info."""
+    """Solve the reduced model; returns ``lower, upper, choice, nit, info`` on the reduced states.
+
+    ``auto``: interval iteration for up to :data:`AUTO_SWEEPS` sweeps (cheap where value
+    iteration converges fast, and no factorisation whose fill could be large), then
+    policy iteration with verified bounds (a few LUs where it does not), then interval
+    iteration again from the tightest bounds found, up to ``maxiter``.
+    """
     info: dict = {"maybe_states": int(np.sum(red.klass >= 0)), "reduced_states": red.n,
                   "collapsed_end_component_states": int(red.collapsed.sum())}
     if red.n == 0:
         z = np.zeros(0)
         return z, z, np.zeros(0, dtype=np.int64), 0, info
-    if method in ("policy-iteration", "auto"):
+    if method == "policy-iteration":
         start = _proper_choice(red) if proper else greedy(*_backup0(red, sense), red.groups, sense=sense)
-        try:
-            x, choice, nit = policy_iteration(red, sense, start)
-        except ExactqError as exc:  # a budget, a singular system: interval iteration needs neither
-            if method == "policy-iteration":
-                raise
-            info["policy_iteration"] = f"not used: {exc}"
-        else:
-            info["improvements"] = nit
-            if method == "policy-iteration":
-                return x, x.copy(), choice, nit, info
-            bracket = verified_bracket(red, sense, x, tol, atol)
-            if bracket is not None and _converged(*bracket, tol, atol):
-                info["bounds"] = "policy iteration's values, lowered and raised, verified by one backup each"
-                return bracket[0], bracket[1], choice, nit, info
-            info["policy_iteration"] = "its values could not be verified to tol; interval iteration took over"
-    lower = np.zeros(red.n)
-    nit = 0
-    if isinstance(upper_start, str):
-        if upper_start == "attractor":  # Rmin: an almost-surely-reaching scheduler's exact value, raised
-            seed = _solve_policy(red, _proper_choice(red))
-            upper = None
-            for delta in (1e-10, 1e-8, 1e-6):
-                upper = _verify_upper(red, sense, seed * (1 + delta) + 1e-300, tries=1)
-                if upper is not None:
-                    break
-            info["upper_start"] = "value of an almost-surely-reaching scheduler, verified F(u) <= u"
-        else:  # "verify": Rmax, optimistic guess from the lower iterate, then policy iteration's value
-            upper, eps = None, max(tol, 1e-12)
-            for attempt in range(6):
-                lower, k = _lower_until_stable(red, sense, lower, eps * 0.5, maxiter)
-                nit += k
-                upper = _verify_upper(red, sense, lower * (1 + eps) + eps * max(atol, 1e-300))
-                if upper is not None:
-                    info["upper_start"] = f"optimistic guess (relative {eps:.1e}) verified F(u) <= u"
-                    break
-                eps *= 0.5
-            if upper is None:
-                x, _, _ = policy_iteration(red, sense, greedy(*_backup0(red, sense), red.groups, sense=sense))
-                for delta in (1e-10, 1e-8, 1e-6):
-                    upper = _verify_upper(red, sense, x * (1 + delta) + 1e-300, tries=1)
-                    if upper is not None:
-                        break
-                info["upper_start"] = "policy iteration's value, raised and verified F(u) <= u"
+        x, choice, nit = policy_iteration(red, sense, start)
+        info["improvements"] = nit
+        return x, x.copy(), choice, nit, info
+    budget = min(AUTO_SWEEPS, maxiter) if method == "auto" else maxiter
+    lower, upper, nit = _upper_start(red, sense, upper_start, np.zeros(red.n), tol, atol, budget, info)
+    if upper is not None:
+        lower, upper, sweeps, ok = interval_iteration(red, sense, lower, upper, tol=tol, atol=atol,
+                                                      maxiter=max(budget - nit, 1))
+        nit += sweeps
+        if ok or method == "interval-iteration":
+            if not ok:
+                _not_converged(what, float(np.max(upper - lower)), nit, strict)
+            return _finish(red, sense, lower, upper, nit, info)
+    pi = _policy_bracket(red, sense, proper, tol, atol, info)
+    if pi is not None:
+        L, U, choice, k, x = pi
+        if upper is not None:
+            L, U = np.maximum(L, lower), np.minimum(U, upper)
+        if _converged(L, U, tol, atol):
+            info["bounds"] = "policy iteration's values, lowered and raised, verified by one backup each"
+            info["sweeps"] = nit
+            return L, U, choice, nit + k, info
+        lower, upper = L, U
+    if upper is None:  # Rmax without a verified upper bound so far: the full budget for the guess
+        lower, upper, k = _upper_start(red, sense, upper_start, lower, tol, atol, maxiter, info)
+        nit += k
         if upper is None:
-            raise ConvergenceError(f"{what}: no upper bound could be verified (F(u) <= u failed); the model's "
-                                   "rewards may be too large for float64")
-    else:
-        upper = np.full(red.n, float(upper_start))
-        info["upper_start"] = f"{upper_start:g}"
-    lo, hi, sweeps, ok = interval_iteration(red, sense, lower, upper, tol=tol, atol=atol, maxiter=maxiter)
+            raise ConvergenceError(f"{what}: no upper bound could be verified (F(u) <= u failed within {maxiter} "
+                                   "sweeps, and policy iteration's values could not be verified)")
+    lower, upper, sweeps, ok = interval_iteration(red, sense, lower, upper, tol=tol, atol=atol,
+                                                  maxiter=max(maxiter - nit, 1))
     nit += sweeps
     if not ok:
-        _not_converged(what, float(np.max(hi - lo)), nit, strict)
+        _not_converged(what, float(np.max(upper - lower)), nit, strict)
+    return _finish(red, sense, lower, upper, nit, info)
+
+
+def _finish(red, sense, lo, hi, nit, info):
     best, q = backup(red.Q, red.b, lo, red.starts, sense)
-    choice = greedy(q, best, red.groups, sense=sense)
     info["sweeps"] = nit
-    return lo, hi, choice, nit, info
+    return lo, hi, greedy(q, best, red.groups, sense=sense), nit, info
 
 
 def _method_used(method: str, info: dict) -> str:
@@ -468,10 +513,13 @@ def reachability(problem: Reachability, *, method: str = "auto", tol: float = 1e
     ----------
     problem : Reachability
     method : {"auto", "interval-iteration", "policy-iteration"}
-        ``auto``: policy iteration, its values turned into bounds verified by one
-        backup each (:func:`verified_bracket`); interval iteration where that fails (a
-        memory budget, a singular or ill-conditioned system) or the verified bounds are
-        wider than ``tol``. ``policy-iteration``: its values alone (``lower = upper``).
+        ``auto``: interval iteration for up to :data:`AUTO_SWEEPS` sweeps; if the
+        bounds have not met by then, policy iteration, its values turned into bounds
+        verified by one backup each (:func:`verified_bracket`); where that fails (a
+        memory budget, a singular or ill-conditioned system), interval iteration again
+        from the tightest bounds, up to ``maxiter`` sweeps. ``interval-iteration``:
+        only that (the independent check). ``policy-iteration``: its values alone
+        (``lower = upper``).
     tol, atol : float
         Stop when ``upper - lower <= 2 max(tol |value|, atol)`` in every maybe state.
     maxiter : int, optional
