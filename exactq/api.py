@@ -48,8 +48,7 @@ def resolve_method(m: Model, method: str) -> tuple[str, dict]:
     """Map the user's ``method`` to a registered method and its extra options."""
     methods = type(m).methods
     if method in ("auto", None, ""):
-        chooser = getattr(m, "auto_method", None)
-        return (chooser() if callable(chooser) else methods[0]), {}
+        return m.auto_method(), {}
     if method in methods:
         return method, {}
     if method in STATIONARY_SOLVERS and "ctmc" in methods:
@@ -170,9 +169,7 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
         return bool(sp.setting("verify")) or "verify" in sp.options
 
     def certifiable(sp):  # the model gives the measure as a functional of this method's chain
-        from .methods import functional_name
-
-        return callable(getattr(m, functional_name(sp.setting("evaluate", f"{sp.requires}_measure")), None))
+        return sp.protocol.bind(m).functional is not None
 
     if ((verify and not verifiable(spec)) or (certify and not certifiable(spec))) and \
             method in ("auto", None, "") and "ctmc" in type(m).methods:
@@ -202,8 +199,7 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
         extra["time_limit"] = float(time_limit)
     if warm_start is not None and spec.driver == "adaptive" and truncation is None:
         extra.setdefault("start_level", int(warm_start))
-    if progress is not None and spec.driver == "adaptive" and not (
-            callable(getattr(m, "delegate", None)) and m.delegate(method_name)):
+    if progress is not None and spec.driver == "adaptive" and not m.delegate(method_name):
         extra["progress"] = progress
     t0 = time.perf_counter()
     if not lump:
@@ -270,9 +266,10 @@ def _check(m: Model, query: str, *, tol: float, truncation: int | None, strict: 
     from exactq.query import parse_query
 
     from .methods import boundary_evaluation
+    from .protocol import get_protocol
     from .truncation import Evaluation, grow
 
-    if getattr(m, "prism_properties", False):  # a PRISM (or explicit) model: properties in PRISM's syntax
+    if m.prism_properties:  # a PRISM (or explicit) model: properties against its own declarations
         if truncation is not None:
             raise NotApplicableError(f"truncation applies to infinite models only; model {m.name} is finite")
         return check_properties(m, query, strict=strict)[0]
@@ -280,7 +277,8 @@ def _check(m: Model, query: str, *, tol: float, truncation: int | None, strict: 
         raise NotApplicableError(f"model {m.name} has no CTMC representation; queries need one")
     q = parse_query(query)
     t0 = time.perf_counter()
-    infinite = bool(getattr(m, "is_infinite", False))
+    hooks = get_protocol("ctmc").bind(m)
+    infinite = hooks.infinite
     if not infinite and truncation is not None:
         raise NotApplicableError(f"truncation applies to infinite models only; model {m.name} is finite")
 
@@ -295,13 +293,12 @@ def _check(m: Model, query: str, *, tol: float, truncation: int | None, strict: 
         return Evaluation(value, hit, hit)
 
     if not infinite:
-        chain = m.ctmc(None)
+        chain = hooks.build(None)
         res = solve(chain, None).result
     else:
-        size = getattr(m, "ctmc_size", None)
-        out = grow(lambda level, _prev: m.ctmc(level), solve, evaluate, tol=tol,
-                   start=None if truncation is not None else int(m.truncation_start(tol)),
-                   fixed=truncation, size=size, strict=strict, time_limit=time_limit, progress=progress)
+        out = grow(lambda level, _prev: hooks.build(level), solve, evaluate, tol=tol,
+                   start=None if truncation is not None else int(hooks.start(tol)),
+                   fixed=truncation, size=hooks.size, strict=strict, time_limit=time_limit, progress=progress)
         res = out.solution.result
         res.error_estimate = max(out.error_estimate or 0.0, res.error_estimate or 0.0)
         res.info.update(out.info)

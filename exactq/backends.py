@@ -92,10 +92,10 @@ def _cost_hint(task: dict) -> float | None:
         spec = check_method_for(m, name)
     except Exception:  # noqa: BLE001 -- an invalid point costs nothing (it fails at once)
         return 0.0
-    if spec.driver != "adaptive" or not getattr(m, spec.setting("infinite", "is_infinite"), False):
+    hooks = spec.protocol.bind(m)
+    if spec.driver != "adaptive" or not hooks.infinite:
         return None
-    size = getattr(m, spec.setting("size") or "", None)
-    start = getattr(m, spec.setting("start", "truncation_start"), None)
+    size, start = hooks.size, hooks.start
     if not (callable(size) and callable(start)):
         return None
     try:

@@ -13,11 +13,14 @@ structure, never on a model's name.
 
 A **method** is what a user names (``--method qbd``): registered with
 :func:`register_method`, it pairs a *driver* of :mod:`exactq.methods` (``single``,
-``adaptive`` or ``model``) with the model's representation *factory* (the name of a
-model method such as ``"ctmc"`` or ``"qbd"``). The driver builds the representation,
-has it solved by the registered solver and lets the model map the solution to the
-measure (``<factory>_measure``). The API and the command line know models, methods
-and solvers only through this catalogue.
+``adaptive``, ``bracket`` or ``model``) with the :class:`~exactq.protocol.Protocol`
+of a representation (``"ctmc"``, ``"qbd"``, ...): the typed members a model offers
+the method (the representation's factory, the mapping of a solution to a measure,
+sizes, first levels), declared in :mod:`exactq.protocol`. :func:`register_model`
+checks a model against the protocols of the methods it claims, and a missing member
+is one line naming it. The driver builds the representation, has it solved by the
+registered solver and lets the model map the solution to the measure. The API and
+the command line know models, methods and solvers only through this catalogue.
 
 **Loading.** The catalogue imports nothing it does not need. The generated index
 :mod:`exactq.catalogue_index` (committed; regenerate with
@@ -43,7 +46,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
-from .errors import ModelError, NotApplicableError, SolverRefusal
+from .errors import ModelError, NotApplicableError, PluginError, SolverRefusal
 from .params import Param, parse_params
 
 __all__ = [
@@ -90,6 +93,25 @@ class Model:
     measures: ClassVar[dict[str, str]] = {}
     methods: ClassVar[tuple[str, ...]] = ()
     default_measure: ClassVar[str] = ""
+    #: properties are read in PRISM's syntax against the model's own declarations (PRISM and explicit files)
+    prism_properties: ClassVar[bool] = False
+
+    # The members every model has, with their defaults (exactq.protocol.MODEL_MEMBERS); what a model offers
+    # each method is declared by that method's protocol (exactq.protocol.PROTOCOLS) and checked at registration.
+    #: whether the model is infinite (its chains are truncated and the truncation grown); often a property
+    is_infinite = False
+
+    def intrinsic_measure(self, measure: str) -> Any:
+        """A measure the model answers without a solve (e.g. a stability limit); ``None``: solve it."""
+        return None
+
+    def delegate(self, method: str) -> str | None:
+        """Another method that answers ``method`` for this model (e.g. its mean-field limit); ``None``: none."""
+        return None
+
+    def auto_method(self) -> str:
+        """The method ``method="auto"`` runs: by default the first of :attr:`methods`."""
+        return type(self).methods[0]
 
     def __post_init__(self) -> None:
         # every declared rule holds however the model was built (create() or directly);
@@ -115,8 +137,11 @@ class Model:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def offers(self, representation: str) -> bool:
-        """Whether the model can describe itself through ``representation``."""
-        return callable(getattr(self, representation, None))
+        """Whether the model has the factory of the declared representation ``representation`` (``"ctmc"``)."""
+        from .protocol import PROTOCOLS
+
+        protocol = PROTOCOLS.get(representation)
+        return protocol is not None and protocol.offered_by(self)
 
 
 @dataclass(frozen=True)
@@ -137,8 +162,15 @@ class MethodSpec:
     #: the module that registered the method (for the index; not part of its identity)
     module: str = field(default="", compare=False)
 
+    @property
+    def protocol(self):
+        """What the method needs from a model (:class:`exactq.protocol.Protocol`)."""
+        from .protocol import get_protocol
+
+        return get_protocol(self.requires)
+
     def applies_to(self, model: Model) -> bool:
-        return model.offers(self.requires)
+        return self.protocol.offered_by(model)
 
     def setting(self, key: str, default: Any = None) -> Any:
         return dict(self.settings).get(key, default)
@@ -177,9 +209,13 @@ def register_model(cls: type) -> type:
     """Class decorator: add a model class to the catalogue under ``cls.name``.
 
     The methods the class offers must be registered (or listed in the index, whose
-    modules are imported when the method is used); a model that is not built in (a
-    plug-in) may not name a parameter like one of exactq's own keywords or model
-    attributes (:func:`exactq.plugins.check_parameter_names`).
+    modules are imported when the method is used), and the class must have every
+    member the protocol of one of each method's representations requires
+    (:func:`exactq.protocol.check_model`: a :class:`~exactq.errors.ModelError`, for a
+    plug-in a :class:`~exactq.errors.PluginError`, of one line naming the method and
+    the missing member); a model that is not built in (a plug-in) may not name a
+    parameter like one of exactq's own keywords or model attributes
+    (:func:`exactq.plugins.check_parameter_names`).
     """
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
@@ -205,8 +241,23 @@ def register_model(cls: type) -> type:
         from .plugins import check_parameter_names
 
         check_parameter_names(cls)
+    why = _protocol_gap(cls)
+    if why:
+        raise ModelError(f"model {cls.name!r}: {why}") if builtin else PluginError(f"plug-in {cls.name}: {why}")
     _MODELS[cls.name] = cls
     return cls
+
+
+def _protocol_gap(cls: type) -> str | None:
+    """The first method ``cls`` claims whose protocol it does not meet, as one line (``None``: it meets them all)."""
+    from .protocol import check_model, get_protocol
+
+    for method in cls.methods:
+        protocols = [get_protocol(requires) for requires, _ in _method_meta(method)]
+        why = check_model(cls, method, protocols)
+        if why:
+            return why
+    return None
 
 
 def _method_known(name: str) -> bool:
@@ -226,18 +277,45 @@ def _add_method(spec: MethodSpec) -> None:
     specs.append(spec)
 
 
-def register_method(name: str, *, requires: str, doc: str, driver: str, options: tuple[str, ...] = (),
-                    **settings) -> None:
-    """Register method ``name`` for models offering the representation factory ``requires``.
+#: settings that once named model hooks; the protocol declares those members now (exactq.protocol)
+_HOOK_SETTINGS = {"evaluate": "measure", "size": "size", "start": "start", "infinite": "infinite",
+                  "parameter": "parameter"}
 
-    ``driver`` is one of the generic drivers of :mod:`exactq.methods` (``"single"``,
-    ``"adaptive"``, ``"bracket"`` or ``"model"``); it runs the method with
-    ``settings`` (see each driver). ``options`` are the keywords the method accepts.
+
+def register_method(name: str, *, requires, doc: str, driver: str, options: tuple[str, ...] = (),
+                    **settings) -> None:
+    """Register method ``name`` for models offering the representation ``requires``.
+
+    ``requires`` names a declared :class:`~exactq.protocol.Protocol` (``"ctmc"``,
+    ``"qbd"``, ...), or is one (a plug-in's, declared here): what the method needs from
+    a model, checked when a model claiming the method is registered. ``driver`` is one
+    of the generic drivers of :mod:`exactq.methods` (``"single"``, ``"adaptive"``,
+    ``"bracket"`` or ``"model"``); it runs the method with ``settings`` (see each
+    driver). ``options`` are the keywords the method accepts.
+
+    A setting may not name a model member: the protocol declares those. (Registrations
+    written before the protocols existed may still pass ``start``, ``size``,
+    ``infinite``, ``evaluate`` or ``parameter`` when they agree with the protocol's
+    declaration; they are dropped.)
     """
+    from .protocol import Protocol, get_protocol, register_protocol
+
     if not driver:
         raise ValueError(f"method {name!r} needs a driver")
+    protocol = register_protocol(requires) if isinstance(requires, Protocol) else get_protocol(requires)
+    if protocol.driver != driver:
+        raise ValueError(f"method {name!r}: driver {driver!r} does not run the protocol {protocol.name!r} "
+                         f"(its driver is {protocol.driver!r})")
+    for key, role in _HOOK_SETTINGS.items():
+        if key in settings:
+            member = protocol.member(role)
+            if member is None or member.name != settings[key]:
+                raise ValueError(f"method {name!r}: setting {key}={settings[key]!r} names a model member; the "
+                                 f"protocol {protocol.name!r} declares its members (exactq.protocol)")
+            del settings[key]
     module = sys._getframe(1).f_globals.get("__name__", "")  # the registering module, for the index
-    _add_method(MethodSpec(name, requires, doc, tuple(options), driver, tuple(sorted(settings.items())), module))
+    _add_method(MethodSpec(name, protocol.name, doc, tuple(options), driver, tuple(sorted(settings.items())),
+                           module))
 
 
 def register_solver(representation: type, *, name: str, doc: str, options: tuple[str, ...] = (),

@@ -80,7 +80,6 @@ register_method(
     "bounds",
     requires="threshold_bracket",
     driver="bracket",
-    parameter="threshold",
     max_parameter=MAX_PARAMETER,
     verify=(("algorithm", "cyclic_reduction"),),
     label="bounds",

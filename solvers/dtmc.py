@@ -416,7 +416,5 @@ register_method(
     doc="stationary solve of the model's (truncated) DTMC, as P - I, with the stationary solvers; truncation grown "
         "until the measure converges",
     options=("solver", "tol", "truncation", "verify", "strict"),
-    start="truncation_start",
-    size="dtmc_size",
     verify=(("solver", "mpmath"),),
 )

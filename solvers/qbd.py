@@ -690,9 +690,6 @@ register_method(
     doc="matrix-geometric solution: exact in the unbounded level (the phase truncated adaptively, where "
         "the model has one)",
     options=("tol", "truncation", "strict", "algorithm", "dps"),
-    infinite="qbd_truncated",
-    start="qbd_start",
-    size="qbd_size",
     growth=1.5,
     max_states=MAX_PHASES,
     unit="phases per level",

@@ -169,10 +169,6 @@ class ChainModel(Model):
     def built(self) -> Built:
         return self._build()
 
-    @property
-    def is_infinite(self) -> bool:
-        return False
-
     def _value(self, measure: str, chain, sol) -> float:
         what, _, name = measure.partition(":")
         if what == "reward":
