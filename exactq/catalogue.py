@@ -35,6 +35,22 @@ match the installed files; otherwise every module is imported as before, so a st
 index can make the catalogue slower, never different. Plug-ins (the ``exactq.models``
 entry points, :mod:`exactq.plugins`) are loaded only when a model that is not built
 in is named, or when every model is listed.
+
+Examples
+--------
+A model by name, the implementation of a method it offers, and a representation
+solved by the solver registered for its type (the M/M/1/3 queue at arrival rate 1 and
+service rate 2: ``P(full) = rho^3 (1 - rho) / (1 - rho^4)``):
+
+>>> cls = get_model("mmck")
+>>> m = cls.create(arrival_rate=1, servers=1, capacity=3, service_rate=2)
+>>> [spec.requires for spec in get_method("ctmc") if spec.applies_to(m)]
+['ctmc']
+>>> sol = solve_representation(m.ctmc(None))
+>>> bool(abs(sol.pi[3] - 0.5**3 * 0.5 / (1 - 0.5**4)) < 1e-12)
+True
+>>> sorted(d["name"] for d in describe_models())[:3]
+['aoi', 'awp', 'jsq']
 """
 
 from __future__ import annotations

@@ -109,7 +109,22 @@ def _plain(v: Any) -> Any:
 
 def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | None, verify: bool,
         strict: bool, options: dict, certify: bool = False) -> Result:
-    """Run the method ``spec`` on ``model`` for ``measure`` (module docstring)."""
+    """Run the method ``spec`` on ``model`` for ``measure`` (module docstring).
+
+    Examples
+    --------
+    The ``ctmc`` method on M/M/1 at load 1/2 (the adaptive driver grows the truncation
+    until the mean number, 1, is reached to ``tol``):
+
+    >>> from exactq.catalogue import check_method_for, get_model
+    >>> m = get_model("mm1").create(arrival_rate=0.5, service_rate=1.0)
+    >>> spec = check_method_for(m, "ctmc")
+    >>> spec.driver, spec.protocol.factory.name
+    ('adaptive', 'ctmc')
+    >>> r = run(spec, m, "mean_number", tol=1e-9, truncation=None, verify=False, strict=False, options={})
+    >>> abs(r.value - 1.0) < 1e-8, r.info["truncation"]["stopped_by"]
+    (True, 'tol')
+    """
     t0 = time.perf_counter()
     est = model.intrinsic_measure(measure)
     if est is not None:
