@@ -52,7 +52,6 @@ References
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import ClassVar, Union
 
