@@ -74,6 +74,7 @@ __all__ = [
     "register_solver",
     "solve_representation",
     "solvers_for",
+    "solvers_of",
     "register_certifier",
     "certify_representation",
     "get_model",
@@ -399,11 +400,16 @@ def solvers_for(rep: Any) -> list[SolverSpec]:
     The modules that register solvers for those types are imported here (when the
     index is fresh; otherwise every solver module).
     """
+    return solvers_of(type(rep))
+
+
+def solvers_of(rep_type: type) -> list[SolverSpec]:
+    """The solvers registered for a representation type (or a base class of it), in the index's order."""
     idx = _builtin_index()
     if idx is None:
         load_solvers()
     out = []
-    for cls in type(rep).__mro__:
+    for cls in rep_type.__mro__:
         entries = idx["solvers"].get(_type_key(cls), []) if idx is not None else []
         _ensure(dict.fromkeys(module for _, module in entries))
         out += _ranked(_SOLVERS.get(cls, ()), [name for name, _ in entries], lambda s: s.name)

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["Member", "Protocol", "Hooks", "PROTOCOLS", "MODEL_MEMBERS", "register_protocol", "get_protocol",
-           "check_model", "members_of", "NEEDS"]
+           "check_model", "members_of", "NEEDS", "contract_table", "write_contract"]
 
 #: how much a member is needed: always, never (a default applies), when the model can be infinite, or together
 #: with the variant's factory (a lumped chain's members come with ``lumped_ctmc``)
@@ -134,6 +134,9 @@ class Protocol:
     doc: str
     members: tuple[Member, ...]
     variant: "Protocol | None" = None
+    #: the representation type the factory returns (``module.Class``), whose registered solvers solve it;
+    #: empty for a model that orchestrates its own solves
+    representation: str = ""
 
     def __post_init__(self):
         roles = [m.role for m in self.members]
@@ -194,7 +197,8 @@ def _m(role, name, signature, doc, need="required", kind="method", default=None)
     return Member(role, name, signature, doc, need, kind, default)
 
 
-def _chain_protocol(name: str, rep: str, *, variant: Protocol | None = None, functional: bool = True) -> Protocol:
+def _chain_protocol(name: str, rep: str, *, variant: Protocol | None = None, functional: bool = True,
+                    representation: str = "") -> Protocol:
     members = [
         _m("build", name, "(truncation: int | None = None)", f"the {rep}, truncated at the level (None: a finite model)"),
         _m("measure", f"{name}_measure", "(measure, chain, solution) -> value or Estimate",
@@ -209,10 +213,12 @@ def _chain_protocol(name: str, rep: str, *, variant: Protocol | None = None, fun
     if functional:
         members.append(_m("functional", f"{name}_functional", "(measure, chain) -> (f, g) or None",
                           "the measure as (f . pi) / (g . pi), for certify", need="optional"))
-    return Protocol(name, "adaptive", f"a {rep} grown by the truncation driver", tuple(members), variant)
+    return Protocol(name, "adaptive", f"a {rep} grown by the truncation driver", tuple(members), variant,
+                    representation)
 
 
-_LUMPED = Protocol("lumped_ctmc", "adaptive", "an exactly lumped CTMC (identical servers), used per measure", (
+_LUMPED = Protocol("lumped_ctmc", "adaptive", "an exactly lumped CTMC (identical servers), used per measure",
+                   representation="exactq.ctmc.CTMC", members=(
     _m("build", "lumped_ctmc", "(truncation: int | None = None)", "the lumped chain"),
     _m("measure", "lumped_measure", "(measure, chain, solution) -> value or Estimate", "the measure on the lumped chain",
        need="with variant"),
@@ -223,12 +229,12 @@ _LUMPED = Protocol("lumped_ctmc", "adaptive", "an exactly lumped CTMC (identical
 ))
 
 
-def _single(name: str, rep: str) -> Protocol:
+def _single(name: str, rep: str, representation: str) -> Protocol:
     return Protocol(name, "single", f"one {rep}, solved once", (
         _m("build", name, "()", f"the {rep}"),
         _m("measure", f"{name}_measure", "(measure, representation, solution) -> value or Estimate",
            "the measure from the solution"),
-    ))
+    ), representation=representation)
 
 
 def _orchestrated(name: str, signature: str, doc: str) -> Protocol:
@@ -260,8 +266,8 @@ def get_protocol(name: str | Protocol) -> Protocol:
 
 
 for _p in (
-    _chain_protocol("ctmc", "CTMC", variant=_LUMPED),
-    _chain_protocol("dtmc", "DTMC", functional=False),
+    _chain_protocol("ctmc", "CTMC", variant=_LUMPED, representation="exactq.ctmc.CTMC"),
+    _chain_protocol("dtmc", "DTMC", functional=False, representation="exactq.ctmc.DTMC"),
     Protocol("qbd", "adaptive", "a QBD, exact in the level; its phase truncated and grown where the model has one", (
         _m("build", "qbd", "(width: int | None = None) -> QBD", "the QBD (width: the phase truncation)"),
         _m("measure", "qbd_measure", "(measure, qbd, solution) -> value or Estimate", "the measure from the solution"),
@@ -269,7 +275,7 @@ for _p in (
            kind="attribute", default=False),
         _m("start", "qbd_start", "(tol: float) -> int", "the first phase truncation for tol", need="if infinite"),
         _m("size", "qbd_size", "(width) -> int", "phases per level at a width", need="optional"),
-    )),
+    ), representation="exactq.representations.qbd.QBD"),
     Protocol("level_chain", "adaptive", "a CTMC on a kept set the model fits from the previous level", (
         _m("build", "level_chain", "(level=None, previous=None, *, cost_bound=None) -> CTMC",
            "the chain of the next kept set (from the previous level's chain and solution)"),
@@ -278,11 +284,11 @@ for _p in (
         _m("infinite", "is_infinite", "bool", "whether the kept set is truncated (and grown)", need="optional",
            kind="attribute", default=False),
         _m("functional", "level_chain_functional", "(measure, chain) -> (f, g) or None", "certify", need="optional"),
-    )),
-    _single("quarter_plane", "QuarterPlaneWalk"),
-    _single("population", "Population"),
-    _single("pdmp", "PDMP"),
-    _single("renewal_queue", "RenewalQueue"),
+    ), representation="exactq.ctmc.CTMC"),
+    _single("quarter_plane", "QuarterPlaneWalk", "exactq.representations.walk.QuarterPlaneWalk"),
+    _single("population", "Population", "exactq.representations.population.Population"),
+    _single("pdmp", "PDMP", "exactq.representations.pdmp.PDMP"),
+    _single("renewal_queue", "RenewalQueue", "exactq.representations.qbd.RenewalQueue"),
     Protocol("threshold_bracket", "bracket", "comparison systems whose measures bound the model's", (
         _m("build", "threshold_bracket", "(measure, threshold: int | None) -> Bracket",
            "the comparison systems at a threshold (None: the model's first)"),
@@ -290,7 +296,7 @@ for _p in (
            "lower and upper bounds from the solved systems"),
         _m("parameter", "threshold", "int | None", "a fixed threshold (None: grown until the width is below tol)",
            need="optional", kind="attribute"),
-    )),
+    ), representation="exactq.representations.bracket.Bracket"),
     _orchestrated("closed_form", "(measure) -> value or Estimate", "the model's closed-form expressions"),
     _orchestrated("asymptotic", "(measure, context) -> value or Estimate", "large-parameter approximations"),
     _orchestrated("finite_bounds", "(measure, context) -> Result", "bounds the model assembles from several solves"),
@@ -346,3 +352,93 @@ def check_model(cls: type, method: str, protocols: list[Protocol]) -> str | None
     names = ", ".join(m.declaration for m in lack)
     return (f"method {method!r} through {p.factory.name}() needs {'the member' if len(lack) == 1 else 'the members'} "
             f"{names}")
+
+
+# ------------------------------------------------------------------------------ the contract table
+#: the markers of the generated table in docs/architecture.md
+CONTRACT_BEGIN = "<!-- contract table: generated from the registry by exactq.protocol.contract_table; do not edit -->"
+CONTRACT_END = "<!-- end of the contract table -->"
+
+
+def _code(names) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def _members_text(protocol: Protocol, lumpable: bool) -> str:
+    required = [m.name for m in protocol.members if m.need == "required"]
+    infinite = [m.name for m in protocol.members if m.need == "if infinite"]
+    optional = [m.name for m in protocol.members if m.need == "optional"]
+    parts = [_code(required)]
+    if infinite:
+        parts.append(f"if infinite: {_code(infinite)}")
+    if optional:
+        parts.append(f"optional: {_code(optional)}")
+    v = protocol.variant
+    if lumpable and v is not None:
+        parts.append(f"lumped variant: {_code(m.name for m in v.members if m.need != 'optional')} "
+                     f"(optional {_code(m.name for m in v.members if m.need == 'optional')})")
+    return "; ".join(parts)
+
+
+def _type(path: str):
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def contract_table() -> str:
+    """The contract of exactq's own methods, as the Markdown table of ``docs/architecture.md``.
+
+    One row per implementation of a method: the driver, the representation, the model
+    members its protocol needs, and the solvers that accept the representation (in the
+    order the dispatch tries them), or the one the method fixes. Built from the
+    registrations (every built-in model and solver module is imported), so the page
+    cannot drift from the code: ``tests/core/test_protocol.py`` compares the two, and
+    :func:`write_contract` rewrites the page's table.
+    """
+    from . import catalogue
+
+    catalogue._load_builtin()
+    lines = ["| method | driver | representation | the model's members (exactq.protocol) | solvers |",
+             "|---|---|---|---|---|"]
+    for name in sorted(catalogue._METHODS):
+        for spec in catalogue.get_method(name):
+            if not catalogue._installed_name(spec.module).startswith("exactq."):
+                continue  # a plug-in's method
+            p = spec.protocol
+            if p.representation:
+                rep_type = _type(p.representation)
+                rep = f"`{rep_type.__name__}`"
+                fixed = spec.setting("solver")
+                solvers = [s.name for s in catalogue.solvers_of(rep_type) if catalogue._is_builtin(s.fn)]
+                solver_text = f"`{fixed}` (the method's)" if fixed else _code(solvers)
+            else:
+                fixed = spec.setting("solver")
+                rep = "the model's own"
+                solver_text = "the model's `context.solve`" + (f" (by default `{fixed}`)" if fixed else "")
+            members = _members_text(p, bool(spec.setting("lumpable")))
+            lines.append(f"| `{name}` | {spec.driver} | {rep} (`{p.name}`) | {members} | {solver_text} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_contract(path: str) -> bool:
+    """Rewrite the generated table of a page (between its markers); ``True`` when it changed."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    head, sep, rest = text.partition(CONTRACT_BEGIN)
+    _, sep2, tail = rest.partition(CONTRACT_END)
+    if not sep or not sep2:
+        raise ValueError(f"{path} has no contract table markers ({CONTRACT_BEGIN!r} ... {CONTRACT_END!r})")
+    new = f"{head}{CONTRACT_BEGIN}\n{contract_table()}{CONTRACT_END}{tail}"
+    if new != text:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(new)
+    return new != text
+
+
+if __name__ == "__main__":  # python -m exactq.protocol PAGE: rewrite the page's contract table
+    import sys
+
+    for page in sys.argv[1:]:
+        print(f"{page}: {'rewritten' if write_contract(page) else 'up to date'}")

@@ -142,3 +142,31 @@ def test_a_plugin_declares_its_own_protocol():
     exactq.register_model(cls)
     assert exactq.solve("proto-halving", x=2.0).value == pytest.approx(3.0)
     assert math.isfinite(np.float64(exactq.solve("proto-halving").value))
+
+
+# ------------------------------------------------------------------------- the contract page
+def test_the_architecture_page_holds_the_contract_table_of_the_registry():
+    from pathlib import Path
+
+    from exactq.protocol import CONTRACT_BEGIN, CONTRACT_END, contract_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    assert CONTRACT_BEGIN in page and CONTRACT_END in page
+    on_page = page.split(CONTRACT_BEGIN, 1)[1].split(CONTRACT_END, 1)[0].strip("\n")
+    table = contract_table().strip("\n")
+    assert on_page == table, "docs/architecture.md's contract table is stale: run the module exactq.protocol " \
+                             "as a script with the page's path"
+    # every built-in method is in it, with its members and solvers; a plug-in's is not
+    for method in ("ctmc", "qbd", "compensation", "exact", "closed-form", "meanfield", "bounds"):
+        assert f"| `{method}` |" in table
+    assert "`ctmc`, `ctmc_measure`; if infinite: `truncation_start`" in table
+    assert "proto-" not in table and "jacobi" not in table
+
+
+def test_the_how_to_is_a_page_the_docs_test_runs():
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    page = (docs / "howto" / "add_model_and_solver.md").read_text()
+    assert "register_solver(CTMC" in page and "exactq.register_model(VacationQueue)" in page
+    assert "howto/add_model_and_solver" in (docs / "index.md").read_text()
