@@ -58,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import inspect
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
@@ -381,8 +382,11 @@ def register_certifier(representation: type, *, doc: str):
     return deco
 
 
-def certify_representation(rep: Any, solution: Any = None) -> Any:
-    """The certified enclosure of ``rep``'s solution (``NotApplicableError`` if none is registered)."""
+def certify_representation(rep: Any, solution: Any = None, *, progress: Callable | None = None) -> Any:
+    """The certified enclosure of ``rep``'s solution (``NotApplicableError`` if none is registered).
+
+    ``progress`` (job events of :mod:`exactq.progress`) goes to certifiers that accept it.
+    """
     idx = _builtin_index()
     if idx is None:
         load_solvers()
@@ -390,7 +394,10 @@ def certify_representation(rep: Any, solution: Any = None) -> Any:
         _ensure([idx["certifiers"][k] for k in map(_type_key, type(rep).__mro__) if k in idx["certifiers"]])
     for cls in type(rep).__mro__:
         if cls in _CERTIFIERS:
-            return _CERTIFIERS[cls][0](rep, solution)
+            fn = _CERTIFIERS[cls][0]
+            if progress is not None and "progress" in inspect.signature(fn).parameters:
+                return fn(rep, solution, progress=progress)
+            return fn(rep, solution)
     raise NotApplicableError(f"no certificate is registered for the {type(rep).__name__} representation")
 
 

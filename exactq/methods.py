@@ -309,7 +309,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
         info["verify"] = _verify(spec, rep_final, est.value, tol, lambda other: _as_estimate(
             measure_fn(measure, rep_final, other)).value)
     if certify:
-        est = _certify(model, measure, rep_final, sol_final, est, chain_hooks.functional, info)
+        est = _certify(model, measure, rep_final, sol_final, est, chain_hooks.functional, info, progress=progress)
     return _result(label, est, sol_final, rep_final, info)
 
 
@@ -329,7 +329,7 @@ def _require_finite_size(model, size) -> None:
                    hint="lower the size parameters")
 
 
-def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict) -> Estimate:
+def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict, progress=None) -> Estimate:
     """``lower``/``upper`` that provably contain the finite chain's exact value (``certify=True``)."""
     pair = functional(measure, rep) if callable(functional) else None
     if pair is None:
@@ -339,7 +339,7 @@ def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict) ->
         raise NotApplicableError("certify needs the final chain, which a budget stop released; rerun with a larger "
                                  "budget or a fixed truncation")
     f, g = pair
-    enclosure = certify_representation(rep, sol)
+    enclosure = certify_representation(rep, sol, progress=progress)
     lower, upper = (float(x) for x in enclosure.expectation(f, g))
     truncated = getattr(rep, "truncation", None)
     covers = "the finite chain with the float64 rates as built (rounding included)"

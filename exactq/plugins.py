@@ -102,7 +102,7 @@ def check_parameter_names(cls_or_names, model_name: str | None = None) -> None:
     if isinstance(cls_or_names, type):
         cls = cls_or_names
         model_name = model_name or cls.name
-        names = [p.name for p in cls.parameters]
+        names = [n for p in cls.parameters for n in (p.name, *(a.name for a in getattr(p, "aliases", ())))]
         if dataclasses.is_dataclass(cls):
             names += [f.name for f in dataclasses.fields(cls)]
     else:

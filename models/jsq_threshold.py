@@ -30,13 +30,18 @@ from dataclasses import dataclass
 
 from exactq.catalogue import Model, register_model
 from exactq.errors import NotApplicableError
-from exactq.params import Param
+from exactq.params import ARRIVAL_RATE_ALIASES, Param
 from exactq.representations import QBD
 from exactq.result import Estimate
 
 from .jsq import BOUNDED_MEASURES, SYSTEMS, JSQ, check_threshold_stability, threshold_measure, threshold_qbd
 
 __all__ = ["JSQThreshold"]
+
+
+def _two_servers(values: dict) -> int:
+    """The number of servers (the rates' scope conversions): always two."""
+    return 2
 
 
 @register_model
@@ -59,8 +64,10 @@ class JSQThreshold(Model):
     summary = "threshold jockeying or threshold blocking with two identical servers (the systems bounding JSQ)"
     reference = "Adan, van Houtum & van der Wal, Ann. Oper. Res. 48 (1994) 197-217"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate, total over the two servers", low=0.0, low_open=True),
-        Param("service_rate", "float", "service rate of each of the two servers", low=0.0, low_open=True),
+        Param("arrival_rate", "float", "Poisson arrival rate, total over the two servers", low=0.0, low_open=True,
+              scope="total", count=_two_servers, count_doc="2", aliases=ARRIVAL_RATE_ALIASES),
+        Param("service_rate", "float", "service rate of each of the two servers", low=0.0, low_open=True,
+              scope="per-server", count=_two_servers, count_doc="2"),
         Param("threshold", "int", "threshold T on the difference of the queue lengths", low=1),
         Param("system", "choice", "jockeying (a job jockeys to keep |q1 - q2| <= T: a lower bound on JSQ's delays) "
               "or blocking (the shorter queue's server stops at difference T: an upper bound)", choices=SYSTEMS),

@@ -37,11 +37,13 @@ __all__ = ["ChainModel", "PrismModel", "ExplicitModel", "load_prism", "load_expl
            "is_prism_path", "constant_ranges", "expand_ranges", "describe_prism"]
 
 PRISM_SUFFIXES = (".sm", ".prism", ".pm", ".nm", ".smg")
+#: a chain's explicit files (exactq export): PRISM's transitions, Matrix Market
+EXPLICIT_SUFFIXES = (".tra", ".mtx")
 
 
 def is_prism_path(text: str) -> bool:
     """Whether a command-line model argument names a PRISM file (by suffix, or an existing file)."""
-    return text.endswith(PRISM_SUFFIXES) or text.endswith(".tra") or os.path.isfile(text)
+    return text.endswith(PRISM_SUFFIXES) or text.endswith(EXPLICIT_SUFFIXES) or os.path.isfile(text)
 
 
 def parse_constants(constants) -> dict:
@@ -408,8 +410,11 @@ class ExplicitModel(ChainModel):
 
     prism_properties: ClassVar[bool] = True
     path: str = ""
-    #: the chain read from the files, and how long reading took (fields, not compared)
+    #: what was read from the files (fields, not compared): the chain, its reward structures, the variables that
+    #: are booleans, and how long reading took
     chain: Any = field(default=None, compare=False, repr=False)
+    rewards: dict = field(default_factory=dict, compare=False, repr=False)
+    bool_vars: frozenset = field(default=frozenset(), compare=False, repr=False)
     read_seconds: float = field(default=0.0, compare=False, repr=False)
 
     def params(self) -> dict:
@@ -417,7 +422,7 @@ class ExplicitModel(ChainModel):
 
     def _build(self) -> Built:
         chain = self.chain
-        rewards = {k: RewardStructure(k, np.asarray(v, dtype=float)) for k, v in chain.rewards.items()}
+        rewards = dict(self.rewards)
         if isinstance(chain, DTMC):
             n_trans = int(chain.P.nnz)
         else:
@@ -430,26 +435,30 @@ class ExplicitModel(ChainModel):
 
         chain = self.built.chain
         src = Source(source_name, text)
-        variables = {name: VarInfo(name, "int", int(chain.states[:, k].min()), int(chain.states[:, k].max()), None,
-                                   None, k, 1, 1) for k, name in enumerate(chain.space.names)}
+        variables = {name: VarInfo(name, "bool" if name in self.bool_vars else "int", int(chain.states[:, k].min()),
+                                   int(chain.states[:, k].max()), None, None, k, 1, 1)
+                     for k, name in enumerate(chain.space.names)}
         sym = Symbols(src, variables=variables, builtin_labels=tuple(chain.labels))
         return compile_properties(text, sym, self.kind, source_name=source_name, errors=errors,
                                   constants=constants)[0]
 
 
 def load_explicit(path: str, *, kind: str | None = None) -> ExplicitModel:
-    """Read ``path`` (a ``.tra`` file, with the ``.sta`` and ``.lab`` beside it) as a model.
+    """Read ``path`` (a ``.tra`` or ``.mtx`` file, with the ``.sta``, ``.lab`` and reward files beside it) as a model.
 
-    ``kind`` is inferred when not given (``dtmc`` when every row sums to 1), as in
-    :func:`exactq.prism.explicit.read_explicit`.
+    ``kind`` is inferred when not given, as in :func:`exactq.prism.explicit.read_explicit`
+    and :func:`exactq.prism.explicit.read_mtx`; the reward structures of the ``.srew``
+    and ``.trew`` files are its ``reward:NAME`` measures and its ``R{"NAME"}`` properties.
     """
-    from .explicit import read_explicit
+    from .explicit import read_model
 
     t0 = time.perf_counter()
-    chain = read_explicit(path, kind=kind)
+    files = read_model(path, kind=kind)
+    chain = files.chain
     kind = "dtmc" if isinstance(chain, DTMC) else "ctmc"
-    measures, default = _measures([], list(chain.labels))
+    measures, default = _measures(list(files.rewards), list(chain.labels))
     name = os.path.splitext(os.path.basename(path))[0]
     cls = _chain_class(ExplicitModel, name, kind, measures, default, f"explicit {kind} {os.path.basename(path)}")
-    return cls(path=str(path), chain=chain, read_seconds=time.perf_counter() - t0)
+    return cls(path=str(path), chain=chain, rewards=dict(files.rewards), bool_vars=frozenset(files.bool_vars),
+               read_seconds=time.perf_counter() - t0)
 
