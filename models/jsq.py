@@ -431,16 +431,20 @@ class JSQ(Model):
     def qbd(self, width=None) -> QBD:
         """The threshold system as a QBD (:func:`threshold_qbd`): level = shorter queue, phase = difference.
 
+        Deprecated, as ``threshold_system`` is: the model ``jsq-threshold`` is these systems.
+
         Examples
         --------
         At ``T = 1`` threshold jockeying keeps the queues within one job: it is M/M/2,
         ``E[L] = 2 rho / (1 - rho^2)``:
 
-        >>> import exactq
-        >>> r = exactq.solve("jsq", method="qbd", arrival_rate=1.0, service_rates="1,1", threshold=1,
-        ...                  threshold_system="jockeying")
-        >>> bool(abs(r.value - 1.0 / 0.75) < 1e-12), r.method
-        (True, 'qbd')
+        >>> import exactq, warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     r = exactq.solve("jsq", method="qbd", arrival_rate=1.0, service_rates="1,1", threshold=1,
+        ...                      threshold_system="jockeying")
+        >>> bool(abs(r.value - 1.0 / 0.75) < 1e-12), r.method, "jsq-threshold" in str(caught[0].message)
+        (True, 'qbd', True)
         """
         if self.threshold_system == "none":
             raise NotApplicableError("method qbd solves the threshold systems: pass threshold_system=jockeying or "
