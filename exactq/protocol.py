@@ -200,7 +200,8 @@ def _m(role, name, signature, doc, need="required", kind="method", default=None)
 def _chain_protocol(name: str, rep: str, *, variant: Protocol | None = None, functional: bool = True,
                     representation: str = "") -> Protocol:
     members = [
-        _m("build", name, "(truncation: int | None = None)", f"the {rep}, truncated at the level (None: a finite model)"),
+        _m("build", name, "(truncation: int | None = None)",
+           f"the {rep}, truncated at the level (None: a finite model)"),
         _m("measure", f"{name}_measure", "(measure, chain, solution) -> value or Estimate",
            "the measure from the stationary solution"),
         _m("infinite", "is_infinite", "bool", "whether the chain is truncated (and the truncation grown)",
@@ -220,8 +221,8 @@ def _chain_protocol(name: str, rep: str, *, variant: Protocol | None = None, fun
 _LUMPED = Protocol("lumped_ctmc", "adaptive", "an exactly lumped CTMC (identical servers), used per measure",
                    representation="exactq.ctmc.CTMC", members=(
     _m("build", "lumped_ctmc", "(truncation: int | None = None)", "the lumped chain"),
-    _m("measure", "lumped_measure", "(measure, chain, solution) -> value or Estimate", "the measure on the lumped chain",
-       need="with variant"),
+    _m("measure", "lumped_measure", "(measure, chain, solution) -> value or Estimate",
+       "the measure on the lumped chain", need="with variant"),
     _m("applies", "lumps", "(measure) -> bool", "whether the lumped chain gives this measure", need="with variant"),
     _m("size", "lumped_size", "(truncation) -> int", "the states of a lumped level", need="optional"),
     _m("functional", "lumped_functional", "(measure, chain) -> (f, g) or None", "certify on the lumped chain",

@@ -430,7 +430,7 @@ def _property_constants(decls: list, given: dict, symbols: Symbols, formulas: di
 
 
 def _zero_one(c: Compiled, comp, expr, message: str) -> Compiled:
-    """An integer state formula read as a condition: 0 and 1 are false and true; another value where used is an error."""
+    """An integer state formula read as a condition: 0 and 1 are false and true, another value where used an error."""
     if c.const:
         if c.value in (0, 1):
             return Compiled("bool", c._text, c.line, c.col, value=bool(c.value))
