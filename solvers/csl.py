@@ -102,8 +102,7 @@ class QueryAnswer:
 
     def value_under(self, law: StationaryDistribution) -> float:
         """The steady-state query's value under another distribution (e.g. conditioned)."""
-        used = law.pi > 0
-        return float(np.dot(law.pi[used], self.values[used]))
+        return law.expect(self.values)  # finite pi (checked on construction), finite values where pi > 0
 
 
 def _small(info: dict) -> dict:
@@ -308,7 +307,8 @@ class _Evaluator:
         answer.stationary, answer.values = st, values
         value = answer.value_under(st)
         self.residual = float(st.residual)
-        self.info["stationary"] = {"method": st.method, "residual": st.residual}
+        self.info["stationary"] = {"method": st.method, "residual": st.residual,
+                                   **({"recovery": st.info["recovery"]} if st.info.get("recovery") else {})}
         return np.full(self.n, value), value
 
     def long_run_classes(self, values: np.ndarray, what: str) -> np.ndarray:
@@ -335,10 +335,9 @@ class _Evaluator:
                 st = solved[int(c)] = stationary(
                     Q[idx][:, idx], method=self.solver if self.solver != "level-aggregation" else "auto",
                     strict=self.strict, coords=self.chain.states[idx], jumps=getattr(self.chain, "jumps", None))
-            used = st.pi > 0
-            if np.any(~np.isfinite(values[idx][used])):
+            if np.any(~np.isfinite(values[idx][st.pi > 0])):
                 raise ModelError(f"{what!r} is not finite in a state of positive long-run probability")
-            class_value[c] = float(np.dot(st.pi[used], values[idx][used]))
+            class_value[c] = st.expect(values[idx])
             residual = max(residual, float(st.residual))
             methods.add(st.method)
         v_rec = np.where(recurrent, class_value[labels], 0.0)
@@ -516,7 +515,7 @@ def _initial(chain: Any, n: int) -> int | np.ndarray:
             raise ModelError(f"chain.initial must be a state index in [0, {n}); got {init!r}")
         return int(arr)
     arr = arr.astype(float)
-    if arr.shape != (n,) or np.any(arr < 0) or abs(math.fsum(arr) - 1.0) > 1e-9:
+    if arr.shape != (n,) or not np.all(np.isfinite(arr)) or np.any(arr < 0) or abs(math.fsum(arr) - 1.0) > 1e-9:
         raise ModelError(f"chain.initial must be a state index or a distribution of shape ({n},)")
     return arr
 

@@ -41,6 +41,7 @@ level structure, start vector) to pick and configure the method.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import replace
@@ -176,28 +177,12 @@ def stationary(
             method = "level-reduction"
     if method == "auto":
         method = "gth" if m <= 200 else "direct"
-    nit = None
     if m == 1:  # a single absorbing state carries all the mass
-        pi_r = np.ones(1)
-    elif method == "gth":
-        if m > GTH_MAX_STATES:
-            raise ModelError(f"gth is dense and limited to {GTH_MAX_STATES} states; this chain has {m}")
-        pi_r = _gth(Qr.toarray())
-    elif method == "direct":
-        pi_r, inf = _direct_with_reference(Qr, ref, cr, jumps, ordering)
-        info.update(inf)
-    elif method == "level-reduction":
-        from .level_reduction import stationary_level_reduction
-
-        pi_r, inf = stationary_level_reduction(Qr, plan)
-        info.update(inf)
-    elif method == "gmres":
-        pi_r, nit, inf = _gmres(Qr, ref, rtol, maxiter, strict)
-        info.update(inf)
-    elif method == "power":
-        pi_r, nit = _power(Qr, rtol, maxiter, strict)
-    else:  # mpmath
-        pi_r, inf = _refine_mp(Qr, ref, cr, jumps, dps, ordering)
+        pi_r, nit = np.ones(1), None
+    else:
+        run = _Runner(Qr, rtol=rtol, maxiter=maxiter, strict=strict, coords=cr, jumps=jumps, dps=dps,
+                      ordering=ordering, plan=plan, name=(name if keep is None else lambda i: name(int(keep[i]))))
+        pi_r, nit, method, inf = run.solve(method, ref)
         info.update(inf)
 
     pi = np.zeros(n)
@@ -208,11 +193,6 @@ def stationary(
     residual = float(np.abs(Q.T @ pi).max())
     scale = float(exit_rate.max()) or 1.0
     info["relative_residual"] = residual / scale
-    if np.any(pi < -1e-14 * pi.max()):
-        i = int(np.argmin(pi))
-        _warn_or_raise(
-            f"{method}: stationary vector has a negative entry {pi[i]:.3e} at {name(i)}", strict
-        )
     return StationaryDistribution(pi, method, residual, nit=nit, seconds=time.perf_counter() - t0, info=info)
 
 
@@ -273,12 +253,21 @@ def solve_stationary(chain, *, solver: str = "auto", strict: bool = False, rtol:
         x0 = getattr(chain, "start", None)
         if previous is not None:
             x0 = _warm_start(chain, previous)
-        sol = stationary_levels(Q, levels, x0=x0, rtol=1e-12 if rtol is None else rtol, strict=strict)
+        try:
+            return replace(stationary_levels(Q, levels, x0=x0, rtol=1e-12 if rtol is None else rtol, strict=strict),
+                           space=chain.space)
+        except NoValidVector as exc:
+            if solver != "auto":
+                raise
+            recovery = [{"from": "level-aggregation", "to": "auto", "why": str(exc)}]
     else:
-        sol = stationary(Q, method=solver, strict=strict, coords=chain.states,
-                         jumps=getattr(chain, "jumps", None), reference=chain.initial,
-                         describe_state=chain.space.format_state, ordering=getattr(chain, "ordering", "auto"),
-                         **({} if rtol is None else {"rtol": rtol}))
+        recovery = []
+    sol = stationary(Q, method=solver, strict=strict,
+                     coords=chain.states, jumps=getattr(chain, "jumps", None), reference=chain.initial,
+                     describe_state=chain.space.format_state, ordering=getattr(chain, "ordering", "auto"),
+                     **({} if rtol is None else {"rtol": rtol}))
+    if recovery:
+        sol.info["recovery"] = recovery + sol.info.get("recovery", [])
     return replace(sol, space=chain.space)
 
 
@@ -299,10 +288,300 @@ def _warm_start(chain, previous) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------
+class NoValidVector(ConvergenceError):
+    """No attempt of a stationary solver gave a usable vector (finite, non-negative, non-zero)."""
+
+
 def _warn_or_raise(msg: str, strict: bool) -> None:
     if strict:
         raise ConvergenceError(msg)
     warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+
+
+#: methods whose answer depends on the dropped equation (the reference state)
+REFERENCED = ("direct", "gmres", "mpmath")
+#: methods that stop on ``rtol``; the others are eliminations, held to :data:`ELIMINATION_RTOL`
+ITERATIVE = ("gmres", "power", "level-aggregation")
+#: an elimination's answer must have ``||pi Q||_1 / q`` at most this (or ``rtol`` if larger);
+#: measured on the test suite: at most 5e-16 in the max norm
+ELIMINATION_RTOL = 1e-10
+#: entries above ``-NEGATIVE_RTOL * max(pi)`` are rounding noise and set to 0 (counted in
+#: ``info["clipped_negative"]``); a more negative entry makes the vector unusable
+NEGATIVE_RTOL = 1e-12
+#: a reference state with less than this share of the largest probability is changed
+IMPROBABLE = 1e-6
+#: reference changes tried per method before falling back to another method
+MAX_REFERENCES = 4
+
+
+def check_stationary(Q: sp.csr_matrix, x, *, tol: float) -> tuple[np.ndarray | None, str | None, float]:
+    """Validate a candidate stationary vector: the one test every solve ends in.
+
+    Parameters
+    ----------
+    Q : (n, n) sparse generator
+    x : (n,) array or None
+        The candidate, normalised or not (for instance ``pi / pi[ref]``); None for a
+        solve that failed.
+    tol : float
+        The largest acceptable relative residual ``||pi Q||_1 / q`` (``q`` the largest
+        exit rate).
+
+    Returns
+    -------
+    pi : (n,) ndarray or None
+        The normalised vector (``pi >= 0``, ``sum = 1``; rounding-level negative
+        entries set to 0), or None when ``x`` is unusable: an entry is NaN or
+        infinite, an entry is negative beyond :data:`NEGATIVE_RTOL` of the largest,
+        the vector is zero, or its residual is not finite.
+    problem : str or None
+        One line saying what is wrong (None when ``pi`` passes every test).
+    relative_residual : float
+        ``||pi Q||_1 / q`` (``inf`` when ``pi`` is None).
+
+    Examples
+    --------
+    >>> Q = sp.csr_matrix([[-1.0, 1.0], [2.0, -2.0]])
+    >>> pi, problem, r = check_stationary(Q, np.array([2.0, 1.0]), tol=1e-12)
+    >>> pi.tolist(), problem, r
+    ([0.6666666666666666, 0.3333333333333333], None, 0.0)
+    >>> check_stationary(Q, np.array([np.inf, 1.0]), tol=1e-12)[:2]
+    (None, '1 of 2 entries are not finite (the solve over- or underflowed)')
+    """
+    if x is None:
+        return None, "the solve failed", math.inf
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    bad = ~np.isfinite(x)
+    if bad.any():
+        return None, f"{int(bad.sum())} of {n} entries are not finite (the solve over- or underflowed)", math.inf
+    top = float(np.abs(x).max(initial=0.0))
+    if top == 0.0:
+        return None, "the solve returned the zero vector", math.inf
+    lowest = float(x.min())
+    if lowest < -NEGATIVE_RTOL * top:
+        i = int(np.argmin(x))
+        return None, f"entry {i} is negative ({lowest / top:.2e} of the largest)", math.inf
+    if lowest < 0.0:
+        x = np.maximum(x, 0.0)
+    total = float(x.sum())
+    if not (math.isfinite(total) and total > 0.0):
+        x = x / top
+        total = float(x.sum())
+    pi = x / total if total != 1.0 else x
+    q = float((-Q.diagonal()).max()) or 1.0
+    rel = float(np.abs(Q.T @ pi).sum()) / q
+    if not math.isfinite(rel):
+        return None, "the residual is not finite", math.inf
+    if rel > tol:
+        return pi, f"relative residual ||pi Q||_1/q = {rel:.2e} > {tol:.0e}", rel
+    return pi, None, rel
+
+
+def _mass_estimate(Q: sp.csr_matrix, sweeps: int = 3) -> np.ndarray:
+    """Where the stationary mass lies, roughly: symmetric Gauss-Seidel sweeps on ``pi Q = 0``.
+
+    With ``Q^T = -D + L + U`` (``D`` the exit rates, ``L``/``U`` the strictly lower/upper
+    off-diagonal rates), a forward sweep solves ``(D - L) y = U x`` and a backward one
+    ``(D - U) x = L y`` (Stewart 1994, sec. 3.2). Both are sums of non-negative terms, and
+    one forward sweep carries mass along the whole state order (a PRISM model's states
+    are in exploration order, so mass far from the initial state is reached in the first
+    sweep). Each half sweep is rescaled by its largest entry; a sweep that over- or
+    underflows is discarded. Only the position of the largest entry is used (as a
+    reference state), so a few sweeps suffice.
+    """
+    QT = Q.T.tocsr()
+    d = -QT.diagonal()
+    D = sp.diags(d, format="csr")
+    lower = sp.tril(QT, k=-1, format="csr")
+    upper = sp.triu(QT, k=1, format="csr")
+    A_fwd = (D - lower).tocsr()
+    A_bwd = (D - upper).tocsr()
+    x = np.full(Q.shape[0], 1.0 / Q.shape[0])
+    for _ in range(sweeps):
+        for A, rhs_part, lower_tri in ((A_fwd, upper, True), (A_bwd, lower, False)):
+            rhs = rhs_part @ x
+            if not rhs.any():
+                rhs = x
+            with np.errstate(all="ignore"):
+                y = spla.spsolve_triangular(A, rhs, lower=lower_tri)
+            top = float(np.max(y, initial=0.0))
+            if not (np.all(np.isfinite(y)) and top > 0.0):
+                return x
+            x = y / top
+    return x
+
+
+class _Runner:
+    """Runs stationary methods on one irreducible generator, validates and recovers.
+
+    Every answer goes through :func:`check_stationary`. An answer that is unusable (not
+    finite, negative, or a failed factorisation), an elimination whose residual is above
+    :data:`ELIMINATION_RTOL`, or a referenced method's answer whose reference state is
+    improbable is redone: first with another reference state (the largest entry of the
+    last answer, or of :func:`_mass_estimate`), then by another method (``gth`` on small
+    chains, ``direct``). Each step is one entry of ``info["recovery"]``
+    (``{"from", "to", "why"}``). An iterative method that stops above its tolerance with a
+    usable vector warns (or raises, with ``strict``) as before; when no attempt gives a
+    usable vector the solve raises :class:`ConvergenceError`, whatever ``strict`` says.
+    """
+
+    def __init__(self, Q, *, rtol, maxiter, strict, coords, jumps, dps, ordering, plan, name):
+        self.Q, self.rtol, self.maxiter, self.strict = Q, rtol, maxiter, strict
+        self.coords, self.jumps, self.dps, self.ordering, self.plan, self.name = \
+            coords, jumps, dps, ordering, plan, name
+        self._estimate = None
+        self.recovery: list[dict] = []
+        self.caught: dict = {}
+
+    def tol(self, method: str) -> float:
+        return self.rtol if method in ITERATIVE else max(self.rtol, ELIMINATION_RTOL)
+
+    def _label(self, method: str, ref) -> str:
+        return method if ref is None else f"{method}, reference {self.name(int(ref))}"
+
+    def attempt(self, method: str, ref: int | None):
+        """One run: (raw vector or None, nit, info, why it failed or None).
+
+        The method's warnings are kept in ``self.caught[id(info)]`` and re-issued only
+        for the answer that is returned.
+        """
+        Q, nit, info = self.Q, None, {}
+        strict = False
+        try:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"), \
+                    warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                if method == "gth":
+                    if Q.shape[0] > GTH_MAX_STATES:
+                        raise ModelError(f"gth is dense and limited to {GTH_MAX_STATES} states; "
+                                         f"this chain has {Q.shape[0]}")
+                    x = _gth(Q.toarray())
+                elif method == "direct":
+                    x, info = _direct(Q, ref, self.coords, self.jumps, self.ordering)
+                elif method == "level-reduction":
+                    from .level_reduction import stationary_level_reduction
+
+                    x, info = stationary_level_reduction(Q, self.plan)
+                elif method == "gmres":
+                    x, nit, info = _gmres(Q, ref, self.rtol, self.maxiter, strict)
+                elif method == "power":
+                    x, nit = _power(Q, self.rtol, self.maxiter, strict)
+                else:  # mpmath
+                    x, info = _refine_mp(Q, ref, self.coords, self.jumps, self.dps, self.ordering)
+        except (RuntimeError, np.linalg.LinAlgError, ZeroDivisionError) as exc:  # "Factor is exactly singular"
+            why = str(exc).rstrip(".")
+            if not why.lower().startswith(method.replace("-", " ")):
+                why = f"{method}: {why}"
+            return None, None, {}, why
+        info = dict(info)
+        self.caught[id(info)] = caught
+        return x, nit, info, None
+
+    def likely_reference(self, x, tried: set) -> tuple[int | None, str]:
+        """A likelier reference state: the largest finite entry of ``x``, else the mass estimate."""
+        skip = sorted(tried)
+        finite = None if x is None else np.isfinite(x)
+        if x is not None and finite.any() and x[finite].min() >= -NEGATIVE_RTOL * np.abs(x[finite]).max():
+            # an answer that over- or underflowed, or had an improbable reference: its
+            # largest finite entry is a likelier state (a negative answer tells nothing)
+            v = np.where(finite, x, -np.inf)
+            known = v[skip].max(initial=0.0)
+            v[skip] = -np.inf
+            j = int(np.argmax(v))
+            if np.isfinite(v[j]) and v[j] > known:
+                return j, "the largest entry of the last answer"
+        if self._estimate is None:
+            self._estimate = _mass_estimate(self.Q)
+        v = self._estimate.copy()
+        v[skip] = -np.inf
+        j = int(np.argmax(v))
+        return (j, "the largest entry of a Gauss-Seidel estimate") if np.isfinite(v[j]) else (None, "")
+
+    def _referenced(self, method: str, ref: int):
+        """Run a referenced method, changing the reference state while the answer is bad."""
+        tried: set = set()
+        good = inaccurate = None
+        problem = None
+        for k in range(MAX_REFERENCES + 1):
+            tried.add(int(ref))
+            x, nit, info, why = self.attempt(method, ref)
+            pi, problem, rel = check_stationary(self.Q, x, tol=self.tol(method))
+            problem = why or problem
+            if pi is not None and problem is None:
+                top = float(pi.max())
+                if pi[ref] >= IMPROBABLE * top:
+                    return pi, nit, info, None
+                good = good or (pi, nit, info)  # usable: another reference may only make it more accurate
+                problem = f"improbable reference state (probability {pi[ref] / top:.1e} of the largest)"
+            elif pi is not None:
+                if method in ITERATIVE:
+                    return pi, nit, info, problem  # non-convergence: the method warned (or raised) itself
+                if inaccurate is None or rel < inaccurate[3]:
+                    inaccurate = (pi, nit, info, rel, problem)
+            if k == MAX_REFERENCES:
+                break
+            new, how = self.likely_reference(x, tried)
+            if new is None:
+                break
+            self.recovery.append({"from": self._label(method, ref), "to": self._label(method, new),
+                                  "why": f"{problem}; the new reference is {how}"})
+            ref = new
+        if good is not None:
+            return (*good, None)
+        if inaccurate is not None:
+            return inaccurate[0], inaccurate[1], inaccurate[2], inaccurate[4]
+        return None, None, {}, problem
+
+    def run(self, method: str, ref: int | None):
+        if method in REFERENCED:
+            return self._referenced(method, ref)
+        x, nit, info, why = self.attempt(method, None)
+        pi, problem, _ = check_stationary(self.Q, x, tol=self.tol(method))
+        return pi, nit, info, why or problem
+
+    def fallbacks(self, method: str) -> list[str]:
+        out = []
+        if method != "gth" and self.Q.shape[0] <= GTH_MAX_STATES:
+            out.append("gth")
+        if method not in ("direct", "mpmath"):
+            out.append("direct")
+        return out
+
+    def solve(self, method: str, ref: int):
+        """The validated vector: (pi, nit, method used, info)."""
+        pi, nit, info, problem = self.run(method, ref)
+        used = method
+        stopped = pi is not None and problem is not None and method in ITERATIVE  # warned already
+        if problem is not None and not stopped:
+            for fb in self.fallbacks(method):
+                entry = {"from": self._label(used, None), "to": fb, "why": problem}
+                self.recovery.append(entry)
+                new_ref = self.likely_reference(pi, set())[0] if fb in REFERENCED else None
+                p2, n2, i2, prob2 = self.run(fb, new_ref)
+                if p2 is not None and (prob2 is None or pi is None):
+                    pi, nit, info, problem, used = p2, n2, i2, prob2, fb
+                    if problem is None:
+                        break
+                else:
+                    entry["result"] = prob2 or "not better"
+        caught = self.caught.get(id(info), [])
+        info = dict(info)
+        if self.recovery:
+            info["recovery"] = self.recovery
+        if pi is None:
+            steps = "; ".join(f"{r['from']} -> {r['to']}: {r['why']}" for r in self.recovery)
+            raise NoValidVector(f"no stationary solver gave a valid vector ({problem})"
+                                   + (f"; tried {steps}" if steps else ""))
+        for w in caught:  # the warnings of the answer returned (an iterative method's non-convergence)
+            if self.strict and issubclass(w.category, ConvergenceWarning):
+                raise ConvergenceError(str(w.message))
+            warnings.warn(w.message, w.category, stacklevel=4)
+        if problem is not None:
+            info["converged"] = False
+            if not any(issubclass(w.category, ConvergenceWarning) for w in caught):
+                _warn_or_raise(f"{used}: the stationary vector is not accurate: {problem}", self.strict)
+        return pi, nit, used, info
 
 
 def _check_generator(Q: sp.csr_matrix, describe_state) -> None:
@@ -344,10 +623,11 @@ def _reduced_system(Q: sp.csr_matrix, ref: int, perm: np.ndarray | None):
 
 
 def _assemble(x: np.ndarray, perm: np.ndarray, ref: int, n: int) -> np.ndarray:
+    """The unnormalised vector ``pi / pi[ref]`` (:func:`check_stationary` normalises it)."""
     pi = np.empty(n)
     pi[perm] = x
     pi[ref] = 1.0
-    return pi / pi.sum()
+    return pi
 
 
 def _ordering(Q, coords, jumps, ordering="auto"):
@@ -416,39 +696,6 @@ def _direct(Q, ref, coords, jumps, ordering="auto"):
     return _assemble(x, perm, ref, n), info
 
 
-def _rough_stationary(Q, steps=300):
-    """A rough stationary vector by uniformised power iteration (to pick a reference)."""
-    n = Q.shape[0]
-    q = float((-Q.diagonal()).max()) * 1.05
-    PT = (sp.identity(n, format="csr") + Q / q).T.tocsr()
-    x = np.full(n, 1.0 / n)
-    for _ in range(steps):
-        x = PT @ x
-    return x
-
-
-def _direct_with_reference(Q, ref, coords, jumps, ordering):
-    """Direct solve; redone with a likelier reference state if the first one is improbable.
-
-    Dropping the equation of a state of tiny probability leaves a nearly singular
-    system (the rest of the chain is almost closed): LU without pivoting then loses
-    the accuracy of the small pivots, or meets an exactly zero one. The reference is
-    changed to the most probable state and the factorisation redone.
-    """
-    try:
-        pi, info = _direct(Q, ref, coords, jumps, ordering)
-    except RuntimeError:  # SuperLU: "Factor is exactly singular"
-        new = int(np.argmax(_rough_stationary(Q)))
-        pi, info = _direct(Q, new, coords, jumps, ordering)
-        info["reference"] = {"first": ref, "used": new, "why": "singular factor"}
-        return pi, info
-    if pi[ref] < 1e-6 * pi.max():
-        new = int(np.argmax(pi))
-        pi, info = _direct(Q, new, coords, jumps, ordering)
-        info["reference"] = {"first": ref, "used": new, "why": "improbable reference state"}
-    return pi, info
-
-
 def _gmres(Q, ref, rtol, maxiter, strict):
     n = Q.shape[0]
     B, b, perm = _reduced_system(Q, ref, None)
@@ -479,7 +726,7 @@ def _power(Q, rtol, maxiter, strict):
             pi = P @ pi
         it += 50
         pi /= pi.sum()
-        if np.abs(QT @ pi).sum() / q <= rtol:
+        if np.abs(QT @ pi).sum() / q <= rtol / 1.05:  # ||pi Q||_1 / max exit rate <= rtol
             return pi, it
     _warn_or_raise(f"power iteration did not reach rtol={rtol} in {maxiter} iterations", strict)
     return pi, it
@@ -499,11 +746,15 @@ def _gth(A: np.ndarray) -> np.ndarray:
         P[:k, :k] += np.outer(P[:k, k], P[k, :k]) / s
         P[:k, k] /= s
         P[k, :k] = 0.0  # not needed afterwards
-    # back substitution
+    # back substitution: sums of non-negative terms, rescaled whenever an entry grows past
+    # 1e250 so that a chain whose mass sits far from state 0 cannot overflow (the entries
+    # pushed towards underflow are then below 1e-250 of the largest)
     pi = np.zeros(n)
     pi[0] = 1.0
     for k in range(1, n):
         pi[k] = pi[:k] @ P[:k, k]
+        if pi[k] > 1e250:
+            pi[:k + 1] /= pi[k]
     return pi / pi.sum()
 
 
