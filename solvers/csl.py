@@ -105,9 +105,15 @@ class QueryAnswer:
         return law.expect(self.values)  # finite pi (checked on construction), finite values where pi > 0
 
 
+_SCALAR = (str, bool, int, float, np.generic, type(None))
+
+
 def _small(info: dict) -> dict:
-    """Keep only scalar entries (no per-state vectors) of a solver's info."""
-    return {k: v for k, v in info.items() if isinstance(v, (str, bool, int, float, np.generic, type(None)))}
+    """Keep only scalar entries (no per-state vectors) of a solver's info, and its ``solver`` details."""
+    out = {k: v for k, v in info.items() if isinstance(v, _SCALAR)}
+    if isinstance(info.get("solver"), dict):
+        out["solver"] = {k: v for k, v in info["solver"].items() if isinstance(v, _SCALAR)}
+    return out
 
 
 def _state_values(expr, chain, ns: dict, n: int) -> np.ndarray:
@@ -243,6 +249,9 @@ class _Evaluator:
         self.residual = None
         self.error_estimate = None
         self.undecided = None  # states where a path query is not yet decided (truncation bound)
+        from .linear import LINEAR_SOLVERS  # the reachability systems take the stationary solver's name if they know it
+
+        self.linear_solver = solver if solver in LINEAR_SOLVERS else "auto"
 
     # -- dispatch --------------------------------------------------------------------
     def evaluate(self, q, answer: QueryAnswer):
@@ -277,8 +286,9 @@ class _Evaluator:
             return out, None
         if isinstance(q, ExpectedTime):
             target = _condition(q.target, chain, ns, n, "the target of T=?")
-            per_state, sinfo = expected_time(self.Q, target)
+            per_state, sinfo = expected_time(self.Q, target, solver=self.linear_solver)
             self.residual = float(sinfo["residual"])
+            self.error_estimate = sinfo.get("error_estimate")
             self.info.update(_small(sinfo))
             self.method = "query/expected_time"
             self.undecided = ~target
@@ -308,7 +318,13 @@ class _Evaluator:
         value = answer.value_under(st)
         self.residual = float(st.residual)
         self.info["stationary"] = {"method": st.method, "residual": st.residual,
-                                   **({"recovery": st.info["recovery"]} if st.info.get("recovery") else {})}
+                                   **({"recovery": st.info["recovery"]} if st.info.get("recovery") else {}),
+                                   **_small({"solver": st.info.get("solver"),
+                                             "error_bound_l1": st.info.get("error_bound_l1")})}
+        bound = st.info.get("error_bound_l1")
+        if bound is not None and st.method == "bicgstab" and np.all(np.isfinite(values)):  # iterative: say it
+            # |f.pi* - f.pi| <= ||pi* - pi||_1 (max f - min f) / 2, the solver's bound on ||pi* - pi||_1
+            self.error_estimate = float(bound) * float(values.max() - values.min()) / 2.0
         return np.full(self.n, value), value
 
     def long_run_classes(self, values: np.ndarray, what: str) -> np.ndarray:
@@ -367,8 +383,9 @@ class _Evaluator:
         if self.discrete:
             self.method = "query/steps" if (upper is not None or lower) else "query/reachability"
             if upper is None:
-                y, sinfo = until_probability(self.Q, left, right)
+                y, sinfo = until_probability(self.Q, left, right, solver=self.linear_solver)
                 self.residual = float(sinfo["residual"])
+                self.error_estimate = sinfo.get("error_estimate")
                 info.update(_small(sinfo))
             else:
                 y, sinfo = step_bounded_until(self.P, left, right, upper - lower)
@@ -378,16 +395,18 @@ class _Evaluator:
                 info["lower_steps"] = lower
             return y
         if upper is None and not lower:
-            y, sinfo = until_probability(self.Q, left, right)
+            y, sinfo = until_probability(self.Q, left, right, solver=self.linear_solver)
             self.residual = float(sinfo["residual"])
+            self.error_estimate = sinfo.get("error_estimate")
             info.update(_small(sinfo))
             self.method = "query/reachability"
             return y
         self.method = "query/uniformisation"
         err = 0.0
         if upper is None:
-            y, sinfo = until_probability(self.Q, left, right)
+            y, sinfo = until_probability(self.Q, left, right, solver=self.linear_solver)
             self.residual = float(sinfo["residual"])
+            err += float(sinfo.get("error_estimate") or 0.0)
         else:
             y, sinfo = bounded_until(self.Q, left, right, upper - lower, eps=self.eps)
             err += float(sinfo["truncated_mass"])
@@ -430,8 +449,10 @@ class _Evaluator:
             return self.long_run(np.asarray(rs.rate(), dtype=float), f"reward {rs.name}", answer)
         if q.kind_of == "reachability":
             target = _condition(q.target, chain, ns, n, "the target of R=? [ F b ]")
-            per_state, sinfo = expected_reward(self.Q, target, np.asarray(rs.rate(), dtype=float))
+            per_state, sinfo = expected_reward(self.Q, target, np.asarray(rs.rate(), dtype=float),
+                                               solver=self.linear_solver)
             self.residual = float(sinfo["residual"])
+            self.error_estimate = sinfo.get("error_estimate")
             self.info.update(_small(sinfo))
             self.method = "query/expected_reward"
             self.undecided = ~target

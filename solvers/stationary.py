@@ -59,7 +59,7 @@ from .structure import communicating_classes
 
 __all__ = ["stationary", "solve_stationary", "METHODS", "STATIONARY_SOLVERS"]
 
-METHODS = ("auto", "direct", "gmres", "power", "gth", "mpmath", "level-reduction")
+METHODS = ("auto", "direct", "gmres", "power", "gth", "mpmath", "level-reduction", "bicgstab")
 #: every name ``solve_stationary(chain, solver=...)`` accepts
 STATIONARY_SOLVERS = METHODS + ("level-aggregation",)
 GTH_MAX_STATES = 4000
@@ -165,25 +165,48 @@ def stationary(
         ref = int(reference)
 
     plan = None
+    asked = method
+    chosen: dict = {"why": "asked for"}
     if method == "level-reduction" or (method == "auto" and m > 200 and cr is not None):
         from .level_reduction import plan_level_reduction
 
-        asked = {} if method == "auto" else {"min_states_per_level": 1, "max_dense_work": np.inf}
+        opts = {} if method == "auto" else {"min_states_per_level": 1, "max_dense_work": np.inf}
         plan, why = (None, "it needs the states' coordinates") if cr is None else \
-            plan_level_reduction(Qr, cr.max(axis=1), **asked)  # asked for: only the structure must hold
+            plan_level_reduction(Qr, cr.max(axis=1), **opts)  # asked for: only the structure must hold
         if plan is None and method == "level-reduction":
             raise NotApplicableError(f"the level-reduction solver does not apply to this chain: {why}")
         if plan is not None:
             method = "level-reduction"
+            if asked == "auto":
+                chosen = {"why": f"the chain moves up a level from few states ({plan.n_levels} levels)"}
     if method == "auto":
         method = "gth" if m <= 200 else "direct"
+        chosen = {"why": "at most 200 states" if m <= 200 else f"the chain asks for the {ordering} ordering"}
+        if m > 200 and ordering == "auto":  # the chain asked for no ordering of its own: choose by predicted cost
+            from .linear import choose
+
+            method, chosen = choose(Qr, coords=cr, jumps=jumps)
+    elif method in ("direct", "mpmath") and m > 200:
+        from .linear import choose
+
+        choose(Qr, coords=cr, jumps=jumps, asked="direct")  # refuses, in one line, an LU over the memory budget
     if m == 1:  # a single absorbing state carries all the mass
         pi_r, nit = np.ones(1), None
+        info["solver"] = {"name": "trivial", "why": "one recurrent state"}
     else:
+        from exactq.budget import memory_budget
+
+        budget = memory_budget()
         run = _Runner(Qr, rtol=rtol, maxiter=maxiter, strict=strict, coords=cr, jumps=jumps, dps=dps,
-                      ordering=ordering, plan=plan, name=(name if keep is None else lambda i: name(int(keep[i]))))
+                      ordering=ordering, plan=plan, name=(name if keep is None else lambda i: name(int(keep[i]))),
+                      auto=asked == "auto", lu_fits=budget is None or chosen.get("predicted_lu_bytes", 0) <= budget)
+        first = method
         pi_r, nit, method, inf = run.solve(method, ref)
+        details = inf.pop("solver", {})
         info.update(inf)
+        info["solver"] = {"name": method, **chosen, **details}
+        if method != first:
+            info["solver"]["why"] = f"{first} failed (see recovery); {chosen.get('why', '')}".rstrip("; ")
 
     pi = np.zeros(n)
     if keep is None:
@@ -299,9 +322,9 @@ def _warn_or_raise(msg: str, strict: bool) -> None:
 
 
 #: methods whose answer depends on the dropped equation (the reference state)
-REFERENCED = ("direct", "gmres", "mpmath")
+REFERENCED = ("direct", "gmres", "mpmath", "bicgstab")
 #: methods that stop on ``rtol``; the others are eliminations, held to :data:`ELIMINATION_RTOL`
-ITERATIVE = ("gmres", "power", "level-aggregation")
+ITERATIVE = ("gmres", "power", "level-aggregation", "bicgstab")
 #: an elimination's answer must have ``||pi Q||_1 / q`` at most this (or ``rtol`` if larger);
 #: measured on the test suite: at most 5e-16 in the max norm
 ELIMINATION_RTOL = 1e-10
@@ -426,8 +449,10 @@ class _Runner:
     usable vector the solve raises :class:`ConvergenceError`, whatever ``strict`` says.
     """
 
-    def __init__(self, Q, *, rtol, maxiter, strict, coords, jumps, dps, ordering, plan, name):
+    def __init__(self, Q, *, rtol, maxiter, strict, coords, jumps, dps, ordering, plan, name, auto=False,
+                 lu_fits=True):
         self.Q, self.rtol, self.maxiter, self.strict = Q, rtol, maxiter, strict
+        self.auto, self.lu_fits = auto, lu_fits  # chosen automatically: a non-converged iteration is recovered too
         self.coords, self.jumps, self.dps, self.ordering, self.plan, self.name = \
             coords, jumps, dps, ordering, plan, name
         self._estimate = None
@@ -465,6 +490,8 @@ class _Runner:
                     x, info = stationary_level_reduction(Q, self.plan)
                 elif method == "gmres":
                     x, nit, info = _gmres(Q, ref, self.rtol, self.maxiter, strict)
+                elif method == "bicgstab":
+                    x, nit, info = _bicgstab(Q, ref, self.rtol, self.maxiter)
                 elif method == "power":
                     x, nit = _power(Q, self.rtol, self.maxiter, strict)
                 else:  # mpmath
@@ -515,7 +542,7 @@ class _Runner:
                 good = good or (pi, nit, info)  # usable: another reference may only make it more accurate
                 problem = f"improbable reference state (probability {pi[ref] / top:.1e} of the largest)"
             elif pi is not None:
-                if method in ITERATIVE:
+                if method in ITERATIVE and not self.auto:
                     return pi, nit, info, problem  # non-convergence: the method warned (or raised) itself
                 if inaccurate is None or rel < inaccurate[3]:
                     inaccurate = (pi, nit, info, rel, problem)
@@ -544,7 +571,7 @@ class _Runner:
         out = []
         if method != "gth" and self.Q.shape[0] <= GTH_MAX_STATES:
             out.append("gth")
-        if method not in ("direct", "mpmath"):
+        if method not in ("direct", "mpmath") and self.lu_fits:
             out.append("direct")
         return out
 
@@ -552,7 +579,7 @@ class _Runner:
         """The validated vector: (pi, nit, method used, info)."""
         pi, nit, info, problem = self.run(method, ref)
         used = method
-        stopped = pi is not None and problem is not None and method in ITERATIVE  # warned already
+        stopped = pi is not None and problem is not None and method in ITERATIVE and not self.auto  # warned
         if problem is not None and not stopped:
             for fb in self.fallbacks(method):
                 entry = {"from": self._label(used, None), "to": fb, "why": problem}
@@ -693,7 +720,59 @@ def _direct(Q, ref, coords, jumps, ordering="auto"):
     n = Q.shape[0]
     lu, B, b, perm, info = _factor(Q, ref, coords, jumps, ordering)
     x = lu.solve(b)
+    with np.errstate(all="ignore"):
+        info["error_bound_l1"] = _l1_bound(B, x, b, -lu.solve(np.ones(n - 1), trans="T"))
     return _assemble(x, perm, ref, n), info
+
+
+def _l1_bound(B, x, b, m) -> float:
+    """A bound on ``||pi* - pi||_1`` from the reduced system ``B x = b`` (``B = Q_SS^T``, ``x = pi_S / pi_ref``).
+
+    ``A = -B`` is a nonsingular M-matrix, so ``|x* - x| <= A^-1 |r|`` (``r = b - B x``) and
+    ``||x* - x||_1 <= (A^-T 1)^T |r| <= (m / g)^T |r|`` for any ``m >= 0`` with
+    ``A^T m >= g 1``, ``g > 0`` (verified here by one product). ``A^-T 1 = (-Q_SS)^-1 1``
+    is the vector of expected hitting times of the reference state, so the bound reads
+    ``sum_j E_j[T_ref] |(pi Q)_j|`` in the scale ``pi_ref = 1``; normalising costs a
+    factor ``2 / (1 + sum x)`` (Stewart 1994, sec. 2.5; Varah 1975; Rump 2010, sec.
+    10.2). It holds up to the rounding of one residual; ``inf`` when no certificate was
+    found (``g <= 0``).
+    """
+    m = np.asarray(m, dtype=float)
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(m)) and np.all(m >= 0)):
+        return math.inf
+    g = float((-(B.T @ m)).min(initial=math.inf))
+    if not g > 0:
+        return math.inf
+    r = np.abs(b - B @ x)
+    total = 1.0 + float(x.sum())
+    bound = 2.0 * float((m / g) @ r) / total
+    return bound if math.isfinite(bound) else math.inf
+
+
+def _bicgstab(Q, ref, rtol, maxiter):
+    """BiCGSTAB with a Gauss-Seidel preconditioner on ``-B x = -b`` (:mod:`exactq.solvers.linear`).
+
+    The iteration stops at ``||b - B x||_2 <= rtol ||b||_2 / 10``, then the certificate of
+    :func:`_l1_bound` (expected hitting times from a loose solve of the transposed
+    system) bounds ``||pi* - pi||_1``.
+    """
+    from .linear import GaussSeidel, solve_iterative
+
+    n = Q.shape[0]
+    B, b, perm = _reduced_system(Q, ref, None)
+    A = (-B).tocsr()
+    prec = GaussSeidel(A)
+    x, it = solve_iterative(A, -b, rtol=0.1 * rtol, maxiter=maxiter, prec=prec)
+    info = {"solver": {"name": "bicgstab+gauss-seidel", "iterations": it["iterations"], "status": it["status"]}}
+    if it["status"] != 0:
+        warnings.warn(f"bicgstab did not reach its tolerance in {it['iterations']} iterations "
+                      f"(status {it['status']})", ConvergenceWarning, stacklevel=2)
+    if np.all(np.isfinite(x)):
+        m, mit = solve_iterative(A, np.ones(n - 1), rtol=1e-4, trans=True, prec=prec, maxiter=max(200, n // 50))
+        info["solver"]["certificate_iterations"] = mit["iterations"]
+        with np.errstate(all="ignore"):
+            info["error_bound_l1"] = _l1_bound(B, x, b, np.maximum(m, 0.0))
+    return _assemble(x, perm, ref, n), it["iterations"], info
 
 
 def _gmres(Q, ref, rtol, maxiter, strict):
