@@ -301,7 +301,13 @@ class _Evaluator:
     def long_run(self, values: np.ndarray, what: str, answer: QueryAnswer):
         self.method = "query/stationary"
         key = ("stationary", self.solver, self.strict)
-        try:
+        hit = self.cache.get(("classes", self.solver))
+        cls = hit[0] if hit is not None else communicating_classes(sp.csr_matrix(self.Q))
+        if hit is None:
+            self.cache[("classes", self.solver)] = (cls, {})
+        if len(cls.closed) > 1:  # the bottom SCCs one by one, weighted by the probability of reaching each
+            return self.long_run_classes(values, what), None
+        try:  # one closed class: solve_stationary solves it alone (zero on the transient states)
             st = self.cache.get(key)
             if st is None:
                 st = solve_stationary(self.chain, solver=self.solver, strict=self.strict)
