@@ -53,7 +53,7 @@ from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc, explore
 from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.methods import boundary_evaluation
-from exactq.params import Param
+from exactq.params import ARRIVAL_RATE_ALIASES, Count, Param
 from exactq.representations import QBD
 from exactq.representations.qbd import RenewalQueue
 from exactq.result import Result
@@ -160,16 +160,18 @@ class RoundRobin(Model):
     parameters = (
         Param("servers", "int", "number n of processors", low=1, high=64),
         Param("arrival_rate", "float", "total Poisson arrival rate Lambda (all streams together; Lambda / n per "
-              "processor)", low=0.0, low_open=True),
+              "processor)", low=0.0, low_open=True, scope="total", count=Count("servers"),
+              aliases=ARRIVAL_RATE_ALIASES),
         Param("service_rate", "float", "service rate mu of each processor (mean service time 1 / mu)", default=1.0,
-              low=0.0, low_open=True),
+              low=0.0, low_open=True, scope="per-server"),
         Param("policy", "choice", "routing: each dispatcher's pointer cycles over the processors, or uniform",
               default="round-robin", choices=("round-robin", "random")),
         Param("dispatch", "choice", "one dispatcher for the total stream, or one stream of rate Lambda / n per "
               "processor with its own dispatcher", default="central", choices=("central", "distributed")),
-        Param("failure_rate", "float", "rate of failures of an up processor (0: reliable)", default=0.0, low=0.0),
+        Param("failure_rate", "float", "rate of failures of an up processor (0: reliable)", default=0.0, low=0.0,
+              scope="per-server"),
         Param("repair_rate", "float", "rate of repairs of a down processor (needed when failure_rate > 0)",
-              default=None, low=0.0, low_open=True),
+              default=None, low=0.0, low_open=True, scope="per-server"),
         Param("phases", "int", "Erlang phases of the service time (1: exponential)", default=None, low=1, high=50),
         Param("scv", "float", "squared coefficient of variation of the service time (phase-type fit; instead of "
               "phases)", default=None, low=0.01),
@@ -233,9 +235,23 @@ class RoundRobin(Model):
         return "ctmc" if self.k is not None else "qbd"
 
     # -- QBD of one processor (exact) ---------------------------------------------------
+    def arrival_phases(self) -> int:
+        """Phases of one processor's arrival process (:func:`arrival_map`), counted without building it.
+
+        Examples
+        --------
+        Distributed round-robin over 64 processors: ``C(127, 64)`` phases, about 1.2e37.
+
+        >>> RoundRobin(64, 1.0, dispatch="distributed").arrival_phases() == math.comb(127, 64)
+        True
+        """
+        n = int(self.servers)
+        if self.policy == "random" or n == 1:
+            return 1
+        return n if self.dispatch == "central" else math.comb(2 * n - 1, n)
+
     def qbd_size(self, width=None) -> int:
-        D0, _ = arrival_map(self.servers, self.arrival_rate, self.policy, self.dispatch)
-        return len(D0) * (2 if self.failure_rate > 0 else 1) * len(self.service_law[0])
+        return self.arrival_phases() * (2 if self.failure_rate > 0 else 1) * len(self.service_law[0])
 
     def qbd(self, width=None) -> QBD:
         """Level = this processor's queue length; phase = (arrival clock, up/down, service phase).
@@ -258,8 +274,9 @@ class RoundRobin(Model):
             raise ModelError(f"the {self.name} QBD is exact: it takes no phase truncation; got {width}")
         size = self.qbd_size()
         if size > QBD_MAX_PHASES:
-            raise NotApplicableError(f"the QBD of one processor needs {size} phases, above {QBD_MAX_PHASES} "
-                                     f"(servers={self.servers}, dispatch={self.dispatch}); lower servers or phases")
+            raise NotApplicableError(f"the QBD of one processor needs {size:.3g} phases, above {QBD_MAX_PHASES} "
+                                     f"(servers={self.servers}, dispatch={self.dispatch}, "
+                                     f"{len(self.service_law[0])} service phases); lower servers or phases")
         D0, D1 = arrival_map(self.servers, self.arrival_rate, self.policy, self.dispatch)
         alpha, S = self.service_law
         t = -S.sum(1)
@@ -427,10 +444,22 @@ class RoundRobin(Model):
         return build_ctmc(space, events, initial=init, truncation=trunc,
                           rewards={"tasks": queues.sum(axis=1)}, constants={"K": K, "n": n})
 
-    def ctmc_size(self, level) -> int:
+    def ctmc_size(self, level, counter: bool = False) -> int:
+        """States of :meth:`joint_ctmc` at ``level`` (a bound: the box of its variables), computed before it is built.
+
+        With ``counter`` (``completion_time_cdf``) the completion count ``0..k`` multiplies it.
+
+        Examples
+        --------
+        >>> m = RoundRobin(2, 1.0, k=10, t=1.0)
+        >>> m.ctmc_size(8), m.ctmc_size(8, counter=True)
+        (162, 1782)
+        """
         n, K = self.servers, int(level)
         pointers = 1 if self.policy == "random" or n == 1 else n if self.dispatch == "central" else n ** n
-        return (K + 1) ** n * pointers * (2 ** n if self.failure_rate > 0 else 1) * len(self.service_law[0]) ** n
+        count = int(self.k) + 1 if counter and self.k is not None else 1
+        return (K + 1) ** n * pointers * (2 ** n if self.failure_rate > 0 else 1) * len(self.service_law[0]) ** n * \
+            count
 
     def truncation_start(self, tol: float) -> int:
         rho = self.arrival_rate / (self.servers * self.service_rate * self.availability)
@@ -461,7 +490,7 @@ class RoundRobin(Model):
 
         fixed = context.options.get("truncation")
         out = grow(build, solve, evaluate, tol=context.tol, start=None if fixed else self.truncation_start(context.tol),
-                   fixed=fixed, size=self.ctmc_size, strict=context.strict)
+                   fixed=fixed, size=lambda level: self.ctmc_size(level, counter=transient), strict=context.strict)
         sol = out.solution
         label = "ctmc/transient" if transient else f"ctmc/{sol.method}"
         return Result(value=out.value, method=label, error_estimate=out.error_estimate, residual=sol.residual,

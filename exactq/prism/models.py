@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -33,19 +34,21 @@ from exactq.errors import ModelError
 from exactq.params import REQUIRED, Param
 from exactq.query import RewardStructure
 
-from .lexer import PrismModelError, Source
+from .lexer import PrismModelError, Source, read_source
 from .semantics import Symbols, VarInfo, analyse
 from .syntax import parse_model_text
 
 __all__ = ["ChainModel", "PrismModel", "ExplicitModel", "load_prism", "load_explicit", "register", "parse_constants",
-           "is_prism_path"]
+           "is_prism_path", "constant_ranges", "expand_ranges", "describe_prism"]
 
 PRISM_SUFFIXES = (".sm", ".prism", ".pm", ".nm", ".smg")
+#: a chain's explicit files (exactq export): PRISM's transitions, Matrix Market
+EXPLICIT_SUFFIXES = (".tra", ".mtx")
 
 
 def is_prism_path(text: str) -> bool:
     """Whether a command-line model argument names a PRISM file (by suffix, or an existing file)."""
-    return text.endswith(PRISM_SUFFIXES) or text.endswith(".tra") or os.path.isfile(text)
+    return text.endswith(PRISM_SUFFIXES) or text.endswith(EXPLICIT_SUFFIXES) or os.path.isfile(text)
 
 
 def parse_constants(constants) -> dict:
@@ -68,6 +71,74 @@ def parse_constants(constants) -> dict:
                 raise ModelError(f"--const gives {name.strip()} twice")
             out[name.strip()] = value.strip()
     return out
+
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def constant_ranges(constants) -> tuple[dict, dict]:
+    """Split ``--const`` values into single values and PRISM experiment ranges.
+
+    A range is ``lo:step:hi`` or ``lo:hi`` (step 1), as PRISM's ``-const``; its values
+    are ``lo, lo+step, ...`` up to ``hi`` (within a relative ``1e-12``), integers when
+    ``lo``, ``step`` and ``hi`` are.
+
+    Returns
+    -------
+    (dict, dict)
+        ``name -> value`` of the single values, and ``name -> list of values`` of the
+        ranges (in the order given).
+
+    Raises
+    ------
+    ModelError
+        For a malformed range, a step that is not positive, ``lo > hi``, or a range
+        too long for the memory budget.
+
+    Examples
+    --------
+    >>> constant_ranges("N=2:4,T=0:0.5:1,K=3")
+    ({'K': '3'}, {'N': [2, 3, 4], 'T': [0.0, 0.5, 1.0]})
+    """
+    import re
+
+    from exactq.budget import require_memory
+
+    single, ranges = {}, {}
+    for name, raw in parse_constants(constants).items():
+        text = str(raw).strip()
+        if ":" not in text:
+            single[name] = raw
+            continue
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not all(re.fullmatch(_NUMBER, p.strip()) for p in parts):
+            raise ModelError(f"--const {name}={text}: a range must look like lo:step:hi or lo:hi (numbers)")
+        nums = [p.strip() for p in parts]
+        lo, hi = nums[0], nums[-1]
+        step = nums[1] if len(nums) == 3 else "1"
+        integral = all(re.fullmatch(r"[-+]?\d+", v) for v in (lo, step, hi))
+        conv = int if integral else float
+        a, d, b = conv(lo), conv(step), conv(hi)
+        if not all(math.isfinite(float(v)) for v in (a, d, b)):
+            raise ModelError(f"--const {name}={text}: the range's ends and step must be finite")
+        if d <= 0:
+            raise ModelError(f"--const {name}={text}: the step of a range must be > 0; got {step}")
+        if a > b:
+            raise ModelError(f"--const {name}={text}: the range is empty (lo {lo} > hi {hi})")
+        count = int(math.floor((b - a) / d * (1 + 1e-12) + 1e-12)) + 1
+        require_memory(count * 64.0, f"--const {name}={text} ({count} values)")
+        values = [a + k * d for k in range(count)] if integral else [float(a + k * d) for k in range(count)]
+        ranges[name] = values
+    return single, ranges
+
+
+def expand_ranges(ranges: dict):
+    """Every combination of the ranges' values (the last name varies fastest), as dicts."""
+    import itertools
+
+    names = list(ranges)
+    for combo in itertools.product(*(ranges[n] for n in names)):
+        yield dict(zip(names, combo))
 
 
 # ============================================================================ chain models
@@ -181,18 +252,27 @@ class PrismModel(ChainModel):
         b = build_model(self.info, strict=self.strict)
         return Built(b.chain, b.rewards, b.n_transitions, b.build_seconds, b.n_deadlocks)
 
-    def compile_properties(self, text: str, source_name: str = "property") -> list:
-        """Compile PRISM properties (one, or a properties file's text) against this model."""
+    def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
+                           constants: dict | None = None, check_constants: bool = True) -> list:
+        """Compile PRISM properties (one, a properties file's text, or a PropertyContext) against this model.
+
+        Needs only the model's declarations (:attr:`info`), not its chain: properties
+        are parsed and type-checked before anything is built. ``constants`` adds
+        values for the properties' constants to the model's; ``errors`` as for
+        :func:`exactq.prism.properties.compile_properties`. With ``check_constants``
+        a given constant that nothing uses is an error (a misspelt name).
+        """
         from .properties import compile_properties
 
         given = dict(self.constants)
+        given.update(constants or {})
         props, used = compile_properties(text, self.info.symbols, self.kind, constants=given,
-                                         source_name=source_name)
+                                         source_name=source_name, errors=errors)
         declared = set(self.info.constants)
         unknown = [k for k in given if k not in declared and k not in used]
-        if unknown:
-            raise PrismModelError(f"--const {unknown[0]}: neither the model nor the properties declare a constant "
-                                  f"{unknown[0]!r}")
+        if check_constants and unknown and not any(p.error is not None for p in props):
+            raise PrismModelError(f"--const {unknown[0]}: no constant of the model or of the properties, and no "
+                                  f"property, uses the name {unknown[0]!r}")
         return props
 
 
@@ -240,14 +320,19 @@ def load_prism(path: str, constants=None, *, strict: bool = False, text: str | N
     True
     """
     if text is None:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise ModelError(f"cannot read the PRISM file {path}: {exc.strerror or exc}") from None
+        text = read_source(path, "PRISM file")
     name = os.path.basename(str(path)) or "model"
     mf = parse_model_text(text, name)
-    given = parse_constants(constants)
+    return _load(mf, path, parse_constants(constants), strict=strict)
+
+
+def _load(mf, path: str, given: dict, *, strict: bool = False) -> "PrismModel":
+    """The model of a parsed file with these constants (``load_prism`` without the reading and parsing)."""
+    name = os.path.basename(str(path)) or "model"
+    if any(":" in str(v) for v in given.values()):
+        bad = next(k for k, v in given.items() if ":" in str(v))
+        raise ModelError(f"--const {bad}={given[bad]}: a range of values is an experiment; give it to 'exactq check' "
+                         "(one answer per value), or one value here")
     info = analyse(mf, given, extra_constants=set(given))
     stem = os.path.splitext(name)[0]
     reward_names = [r.name if r.name is not None else f"#{k + 1}" for k, r in enumerate(info.rewards)]
@@ -257,6 +342,95 @@ def load_prism(path: str, constants=None, *, strict: bool = False, text: str | N
     model = cls(path=str(path), constants=tuple(sorted(given.items())), strict=strict)
     model.__dict__["info"] = info
     return model
+
+
+def describe_prism(path: str, constants=None, *, strict: bool = False, text: str | None = None) -> dict:
+    """What a PRISM file declares, and with every constant given, the size of its chain (``exactq models FILE.sm``).
+
+    Returns a JSON-ready dict: ``file``, ``type``, ``constants`` (name, type,
+    ``undefined``, value or ``definition``), ``undefined_constants``, ``variables``
+    (name, type, module, ``range`` as ``[lo..hi]`` or ``bool``, ``lo``/``hi`` when known,
+    ``init``), ``labels`` (the built-in ``init`` and ``deadlock`` included), ``rewards``
+    (name, number of state and transition items), ``modules``, ``actions``; and, when
+    no constant is missing, ``n_states``, ``n_transitions``, ``n_deadlocks`` and
+    ``build_seconds`` (the chain is built).
+
+    Examples
+    --------
+    >>> d = describe_prism("q.sm", "K=2", text='ctmc const int K; module q n : [0..K]; '
+    ...                    '[] n<K -> 1 : (n\\'=n+1); [] n>0 -> 2 : (n\\'=n-1); endmodule label "full" = n=K;')
+    >>> d["undefined_constants"], d["variables"][0]["range"], d["n_states"], d["labels"]
+    (['K'], '[0..2]', 3, ['full', 'init', 'deadlock'])
+    """
+    from .syntax import RenamedModuleNode
+
+    if text is None:
+        text = read_source(path, "PRISM file")
+    name = os.path.basename(str(path)) or "model"
+    mf = parse_model_text(text, name)
+    given = parse_constants(constants)
+    undefined = [d.name for d in mf.constants if d.expr is None]
+    missing = [n for n in undefined if n not in given]
+    out: dict = {"file": str(path), "type": mf.type}
+    info = None
+    if not missing:
+        model = _load(mf, path, given, strict=strict)
+        info = model.info
+    consts = []
+    for d in mf.constants:
+        value = None
+        if info is not None and d.name in info.constants:
+            value = info.constants[d.name][1]
+        elif d.name in given:
+            value = given[d.name]
+        entry = {"name": d.name, "type": d.type, "undefined": d.expr is None, "value": value}
+        if d.expr is not None:
+            entry["definition"] = str(d.expr)
+        consts.append(entry)
+    out["constants"] = consts
+    out["undefined_constants"] = undefined
+    variables = []
+    if info is not None:
+        for v in info.variables:
+            rng = "bool" if v.type == "bool" else f"[{v.lo}..{v.hi}]"
+            init = (bool(v.init) if v.type == "bool" else v.init) if v.init is not None else "init ... endinit"
+            variables.append({"name": v.name, "type": v.type, "module": v.module, "range": rng,
+                              "lo": v.lo, "hi": v.hi, "init": init})
+    else:
+        decls = [(d, None) for d in mf.globals]
+        written = {m.name: m for m in mf.modules if not isinstance(m, RenamedModuleNode)}
+        for m in mf.modules:
+            if isinstance(m, RenamedModuleNode):
+                base = written.get(m.base)
+                ren = {old: new for old, new, _, _ in m.renames}
+                for d in (base.decls if base else []):
+                    decls.append((type(d)(ren.get(d.name, d.name), d.type, d.lo, d.hi, d.init, d.line, d.col), m.name))
+            else:
+                decls += [(d, m.name) for d in m.decls]
+        for d, owner in decls:
+            rng = "bool" if d.type == "bool" else f"[{d.lo}..{d.hi}]"
+            init = str(d.init) if d.init is not None else ("init ... endinit" if mf.init is not None else
+                                                           ("false" if d.type == "bool" else str(d.lo)))
+            variables.append({"name": d.name, "type": d.type, "module": owner, "range": rng, "init": init})
+    out["variables"] = variables
+    out["labels"] = list(mf.labels) + ["init", "deadlock"]
+    out["rewards"] = [{"name": r.name, "state_items": sum(1 for it in r.items if it.action is None),
+                       "transition_items": sum(1 for it in r.items if it.action is not None)} for r in mf.rewards]
+    out["modules"] = [m.name for m in mf.modules]
+    actions: list = []
+    for m in mf.modules:
+        if not isinstance(m, RenamedModuleNode):
+            for c in m.commands:
+                if c.action and c.action not in actions:
+                    actions.append(c.action)
+    out["actions"] = actions if info is None else list(info.actions)
+    if info is not None:
+        built = model.built
+        out.update(n_states=int(built.chain.n_states), n_transitions=int(built.n_transitions),
+                   n_deadlocks=int(built.n_deadlocks), build_seconds=float(built.build_seconds))
+    else:
+        out["missing_constants"] = missing
+    return out
 
 
 # ------------------------------------------------------------------------- explicit files
@@ -272,166 +446,51 @@ class ExplicitModel(ChainModel):
 
     def _build(self) -> Built:
         chain = self._chain
-        rewards = {k: RewardStructure(k, np.asarray(v, dtype=float)) for k, v in chain.rewards.items()}
+        rewards = dict(self._rewards)
         if isinstance(chain, DTMC):
             n_trans = int(chain.P.nnz)
         else:
             n_trans = int(chain.Q.nnz - np.count_nonzero(chain.Q.diagonal()))
         return Built(chain, rewards, n_trans, self._seconds)
 
-    def compile_properties(self, text: str, source_name: str = "property") -> list:
+    def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
+                           constants: dict | None = None, check_constants: bool = True) -> list:
         from .properties import compile_properties
 
         chain = self.built.chain
         src = Source(source_name, text)
-        variables = {name: VarInfo(name, "int", int(chain.states[:, k].min()), int(chain.states[:, k].max()), None,
-                                   None, k, 1, 1) for k, name in enumerate(chain.space.names)}
+        variables = {name: VarInfo(name, "bool" if name in self._bool_vars else "int", int(chain.states[:, k].min()),
+                                   int(chain.states[:, k].max()), None, None, k, 1, 1)
+                     for k, name in enumerate(chain.space.names)}
         sym = Symbols(src, variables=variables, builtin_labels=tuple(chain.labels))
-        return compile_properties(text, sym, self.kind, source_name=source_name)[0]
+        return compile_properties(text, sym, self.kind, source_name=source_name, errors=errors,
+                                  constants=constants)[0]
 
 
 def load_explicit(path: str, *, kind: str | None = None) -> ExplicitModel:
-    """Read ``path`` (a ``.tra`` file, with the ``.sta`` and ``.lab`` beside it) as a model.
+    """Read ``path`` (a ``.tra`` or ``.mtx`` file, with the ``.sta``, ``.lab`` and reward files beside it) as a model.
 
-    ``kind`` is inferred when not given (``dtmc`` when every row sums to 1), as in
-    :func:`exactq.prism.explicit.read_explicit`.
+    ``kind`` is inferred when not given, as in :func:`exactq.prism.explicit.read_explicit`
+    and :func:`exactq.prism.explicit.read_mtx`; the reward structures of the ``.srew``
+    and ``.trew`` files are its ``reward:NAME`` measures and its ``R{"NAME"}`` properties.
     """
-    from .explicit import read_explicit
+    from .explicit import read_model
 
     t0 = time.perf_counter()
-    chain = read_explicit(path, kind=kind)
+    files = read_model(path, kind=kind)
+    chain = files.chain
     kind = "dtmc" if isinstance(chain, DTMC) else "ctmc"
-    measures, default = _measures([], list(chain.labels))
+    measures, default = _measures(list(files.rewards), list(chain.labels))
     name = os.path.splitext(os.path.basename(path))[0]
     cls = _chain_class(ExplicitModel, name, kind, measures, default, f"explicit {kind} {os.path.basename(path)}")
     cls._chain = chain
+    cls._rewards = files.rewards
+    cls._bool_vars = frozenset(files.bool_vars)
     cls._seconds = time.perf_counter() - t0
     return cls(path=str(path))
 
 
 # ============================================================================ plug-ins
-_KIND_OF = {int: "int", float: "float", bool: "bool", str: "str"}
-
-
-class FunctionModel(ChainModel):
-    """A plug-in model made from a function returning a CTMC (see :func:`register`)."""
-
-    _function: ClassVar[Callable] = None
-    _expressions: ClassVar[dict] = {}
-
-    def _build(self) -> Built:
-        t0 = time.perf_counter()
-        chain = type(self)._function(**self.params())
-        want = CTMC if self.kind == "ctmc" else DTMC
-        if not isinstance(chain, want):
-            raise ModelError(f"plug-in model {self.name}: the function must return a {want.__name__}; got "
-                             f"{type(chain).__name__}")
-        rewards = {k: RewardStructure(k, np.asarray(v, dtype=float)) for k, v in chain.rewards.items()}
-        return Built(chain, rewards, int(chain.Q.nnz) if self.kind == "ctmc" else int(chain.P.nnz),
-                     time.perf_counter() - t0)
-
-    def _value(self, measure: str, chain, sol) -> float:
-        values = np.asarray(chain.evaluate(type(self)._expressions[measure]))
-        return sol.probability(values) if values.dtype == bool else sol.expect(values.astype(float))
-
-
-def _param_of(p: inspect.Parameter, fname: str) -> Param:
-    ann = p.annotation
-    if isinstance(ann, str):
-        ann = {"int": int, "float": float, "bool": bool, "str": str}.get(ann, ann)
-    kind = _KIND_OF.get(ann) if ann is not inspect.Parameter.empty else None
-    default = REQUIRED if p.default is inspect.Parameter.empty else p.default
-    if kind is None and default is not REQUIRED:
-        kind = _KIND_OF.get(type(default))
-    if kind is None:
-        raise ModelError(f"plug-in {fname}: parameter {p.name!r} needs an annotation (int, float, bool, str) or a "
-                         "default value")
-    if kind == "float" and default is not REQUIRED and isinstance(default, int):
-        default = float(default)
-    return Param(p.name, kind, f"parameter {p.name} of {fname}", default=default)
-
-
-def function_model(fn: Callable, *, name: str | None = None, measures: dict | None = None,
-                   summary: str | None = None, kind: str | None = None) -> type:
-    """The model class of a plug-in function ``fn(**params) -> CTMC`` (see :func:`register`)."""
-    sig = inspect.signature(fn)
-    params = []
-    for p in sig.parameters.values():
-        if p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
-            raise ModelError(f"plug-in {fn.__name__}: parameter {p.name!r} must be a plain keyword parameter")
-        params.append(_param_of(p, fn.__name__))
-    ret = sig.return_annotation
-    if kind is None:
-        kind = "dtmc" if ret is DTMC or ret == "DTMC" else "ctmc"
-    exprs: dict
-    if measures is None:
-        if any(p.default is REQUIRED for p in params):
-            raise ModelError(f"plug-in {fn.__name__}: give measures={{name: expression}} (it has required parameters, "
-                             "so its rewards and labels cannot be listed in advance)")
-        chain = fn()
-        exprs = {k: k for k in list(chain.rewards) + list(chain.labels)}
-        if not exprs:
-            raise ModelError(f"plug-in {fn.__name__}: the chain has no rewards or labels; give measures={{name: "
-                             "expression}}")
-    else:
-        exprs = {str(k): str(v) for k, v in dict(measures).items()}
-    model_name = name or fn.__name__.replace("_", "-")
-    fields = [(p.name, Any, dataclasses.field(default=None if p.default is REQUIRED else p.default))
-              for p in params]
-    doc = (fn.__doc__ or "").strip().splitlines()
-    mixin = _CTMCFactory if kind == "ctmc" else _DTMCFactory
-    cls = dataclasses.make_dataclass(
-        f"Plugin_{_ident(model_name)}", fields, bases=(mixin, FunctionModel), frozen=True,
-        namespace={"name": model_name, "summary": summary or (doc[0] if doc else f"plug-in model {model_name}"),
-                   "reference": f"plug-in: {fn.__module__}.{fn.__qualname__}", "parameters": tuple(params),
-                   "measures": {k: f"stationary mean of {v}" for k, v in exprs.items()},
-                   "default_measure": next(iter(exprs)), "methods": ("ctmc",) if kind == "ctmc" else ("dtmc",),
-                   "kind": kind, "_function": staticmethod(fn), "_expressions": exprs})
-    cls.__module__ = getattr(fn, "__module__", __name__)
-    return cls
-
-
-def register(obj=None, *, name: str | None = None, measures: dict | None = None, summary: str | None = None):
-    """Add a user's model to the catalogue at run time (``exactq.register_model``).
-
-    Parameters
-    ----------
-    obj : Model subclass or callable
-        A :class:`~exactq.catalogue.Model` subclass (registered as it is), or a
-        function ``fn(**params) -> CTMC`` whose keyword parameters, with annotations
-        ``int``/``float``/``bool``/``str`` or defaults, become the model's parameters.
-        Without ``obj``, returns a decorator.
-    name : str, optional
-        The model's name (default: the function's name with ``_`` as ``-``).
-    measures : dict of str -> str, optional
-        Measure name -> expression of the chain's variables, rewards and labels
-        (``"q1 + q2"``, ``"q2 = K"``); its stationary mean (a probability for a
-        condition) is the measure. Default: the chain's rewards and labels, by name.
-    summary : str, optional
-
-    Returns
-    -------
-    The object given (so that it can be used as a decorator).
-
-    Raises
-    ------
-    ValueError
-        If the name is already taken by another model.
-    """
-    if obj is None:
-        return lambda o: register(o, name=name, measures=measures, summary=summary)
-    from exactq import catalogue
-
-    catalogue._load()
-    if isinstance(obj, type) and issubclass(obj, Model):
-        catalogue.register_model(obj)
-        return obj
-    if not callable(obj):
-        raise ModelError(f"register_model needs a Model subclass or a function; got {type(obj).__name__}")
-    cls = function_model(obj, name=name, measures=measures, summary=summary)
-    catalogue.register_model(cls)
-    try:
-        obj.__exactq_model__ = cls.name  # an entry point naming this function needs no second registration
-    except (AttributeError, TypeError):
-        pass
-    return obj
+# The plug-in registration lives in exactq.plugins (a core module: loading a plug-in needs no PRISM parser);
+# these names stay importable from here.
+from exactq.plugins import FunctionModel, function_model, register  # noqa: E402,F401
