@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ModelError, NotApplicableError
+from .errors import ConvergenceError, ModelError, NotApplicableError
 from .statespace import Space, StateSpace
 from .truncation import Truncation
 
@@ -255,9 +255,27 @@ class StationaryDistribution:
     info: dict = field(default_factory=dict)
     space: Space | None = field(default=None, repr=False)
 
+    def __post_init__(self):
+        bad = int(np.count_nonzero(~np.isfinite(np.asarray(self.pi, dtype=float))))
+        if bad:
+            raise ConvergenceError(f"{self.method}: the stationary vector has {bad} non-finite entries; "
+                                   "no value can be computed from it")
+
     def expect(self, values) -> float:
-        """``sum_s pi_s f(s)`` for a per-state array (or a scalar)."""
-        return float(self.pi @ np.broadcast_to(np.asarray(values, dtype=float), self.pi.shape))
+        """``sum_s pi_s f(s)`` for a per-state array (or a scalar), over the states of positive probability.
+
+        A value that is not finite (NaN or infinite) in a state of positive probability
+        is an error (it names the state); on states of probability 0 it does not count.
+        """
+        v = np.broadcast_to(np.asarray(values, dtype=float), self.pi.shape)
+        used = self.pi > 0  # pi is finite (checked on construction): no NaN can hide here
+        vu = v[used]
+        if not np.all(np.isfinite(vu)):
+            i = int(np.flatnonzero(used)[np.flatnonzero(~np.isfinite(vu))[0]])
+            where = self.space.format_state(i) if self.space is not None else f"state {i}"
+            raise ModelError(f"the value is not finite ({vu[~np.isfinite(vu)][0]}) in {where}, which has "
+                             f"stationary probability {self.pi[i]:.3g}")
+        return float(self.pi[used] @ vu)
 
     def probability(self, mask) -> float:
         """``P(mask)`` for a boolean per-state array."""
