@@ -322,9 +322,22 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
         k = slice(dcut[b], dcut[b + 1])
         W = np.stack([np.bincount(d_j[k], y[d_i[k]] * d_v[k], minlength=int(m[b - 1])) for y in Yb]) \
             if len(Yb) else None
+    # pi_{b+1} = pi_b Y_{b+1}: kept finite by rescaling a level whose largest entry leaves
+    # [1e-100, 1e100] (its log scale carried along), so that mass far above or below
+    # level 0 neither overflows nor underflows on the way
     out = [pi0]
+    logs = np.zeros(L)
     for b in range(1, L):
-        out.append(out[-1][int(f[b - 1]):] @ Y[b])
+        v = out[-1][int(f[b - 1]):] @ Y[b]
+        top = float(v.max(initial=0.0))
+        logs[b] = logs[b - 1]
+        if top > 0.0 and not 1e-100 <= top <= 1e100:
+            v = v / top
+            logs[b] += np.log(top)
+        out.append(v)
+    if logs.any():  # rescaled somewhere: bring every level to the scale of the largest
+        peak = max(logs[b] + np.log(out[b].max()) for b in range(L) if out[b].max(initial=0.0) > 0)
+        out = [v * np.exp(logs[b] - peak) for b, v in enumerate(out)]
     x = np.concatenate(out)
     pi = np.empty_like(x)
     pi[plan.order] = x
