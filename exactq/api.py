@@ -14,11 +14,29 @@ from .errors import ModelError, NotApplicableError
 from .plugins import guard
 from .result import Result
 
-__all__ = ["model", "solve", "check", "check_properties", "STATIONARY_SOLVERS"]
+__all__ = ["model", "solve", "check", "check_properties", "stationary_solvers"]
 
-#: names of stationary linear solvers; ``method=<one of these>`` means the CTMC
-#: method with that stationary solver.
-STATIONARY_SOLVERS = ("direct", "gmres", "power", "gth", "mpmath")
+
+def stationary_solvers() -> list[str]:
+    """The stationary solvers of a CTMC in the registry (plug-ins' included, ``family="stationary"``).
+
+    ``method=<one of these>`` means the ``ctmc`` method with that solver; the ``auto``
+    choice is the one named ``stationary``.
+    """
+    from .catalogue import solver_names
+    from .ctmc import CTMC
+
+    return [name for name in solver_names(CTMC, "stationary") if name != "stationary"]
+
+
+def __getattr__(name: str):
+    if name == "STATIONARY_SOLVERS":  # deprecated: the registry's names (stationary_solvers())
+        import warnings
+
+        warnings.warn("exactq.api.STATIONARY_SOLVERS is deprecated: use exactq.api.stationary_solvers(), the "
+                      "registry's names", DeprecationWarning, stacklevel=2)
+        return tuple(stationary_solvers())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def model(name: str, **params: Any) -> Model:
@@ -51,9 +69,10 @@ def resolve_method(m: Model, method: str) -> tuple[str, dict]:
         return m.auto_method(), {}
     if method in methods:
         return method, {}
-    if method in STATIONARY_SOLVERS and "ctmc" in methods:
+    solvers = stationary_solvers() if "ctmc" in methods else []
+    if method in solvers:
         return "ctmc", {"solver": method}
-    valid = list(methods) + (list(STATIONARY_SOLVERS) if "ctmc" in methods else [])
+    valid = list(methods) + solvers
     raise NotApplicableError(f"method {method!r} does not apply to model {m.name}; valid: {', '.join(valid)}")
 
 
@@ -98,9 +117,10 @@ def solve(
     measure : str, optional
         One of the model's measures (default: the model's default measure).
     method : str
-        ``"auto"`` (the model's preferred method), one of the model's methods, or a
-        stationary solver name (``direct``, ``gmres``, ``power``, ``gth``,
-        ``mpmath``) for CTMC-based models.
+        ``"auto"`` (the model's preferred method), one of the model's methods, or the
+        name of a registered stationary solver (``direct``, ``bicgstab``, ``gmres``,
+        ``power``, ``gth``, ``mpmath``, ``level-reduction``, ``level-aggregation``, a
+        plug-in's: :func:`stationary_solvers`) for CTMC-based models.
     tol : float
         Target relative accuracy; for infinite models the truncation grows until
         the estimated truncation error is below ``tol``.
@@ -191,6 +211,7 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
             if key not in valid:
                 raise NotApplicableError(f"option {key!r} does not apply to method {method_name!r}; "
                                  f"valid: {', '.join(valid) or '(none)'}")
+        _check_solver_option(spec, options.get("solver"))
         extra.update(options)
     if time_limit is not None:
         if spec.driver != "adaptive":
@@ -214,6 +235,18 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
         result.seconds = time.perf_counter() - t0
     _without_imports(result, import_seconds() - loading)
     return result
+
+
+def _check_solver_option(spec, name) -> None:
+    """An adaptive method's ``solver`` option names a registered stationary solver of its representation."""
+    if name is None or spec.driver != "adaptive" or not spec.protocol.representation:
+        return
+    from .catalogue import solver_names
+    from .protocol import _type
+
+    valid = ["auto"] + solver_names(_type(spec.protocol.representation), "stationary")
+    if name not in valid:
+        raise ModelError(f"stationary solver must be one of {', '.join(valid)}; got {name!r}")
 
 
 def _without_imports(result: Result, loading: float) -> None:

@@ -30,9 +30,10 @@ solver and certificate, in the order of a full import. A model module is importe
 when its model is named, a solver module when one of its methods is chosen or a
 representation it solves is solved, and solvers keep the index's order whatever
 the order of the imports. The index is used only while the digests of the sources it
-was generated from (``models/``, ``solvers/``, this module, :mod:`exactq.params`)
-match the installed files; otherwise every module is imported as before, so a stale
-index can make the catalogue slower, never different. Plug-ins (the ``exactq.models``
+was generated from (``models/``, ``solvers/``, this module, :mod:`exactq.params`,
+:mod:`exactq.method_table`, :mod:`exactq.protocol`) match the installed files;
+otherwise every module is imported as before, so a stale index can make the
+catalogue slower, never different. Plug-ins (the ``exactq.models``
 entry points, :mod:`exactq.plugins`) are loaded only when a model that is not built
 in is named, or when every model is listed.
 
@@ -76,6 +77,7 @@ __all__ = [
     "solve_representation",
     "solvers_for",
     "solvers_of",
+    "solver_names",
     "register_certifier",
     "certify_representation",
     "get_model",
@@ -196,7 +198,12 @@ class MethodSpec:
 
 @dataclass(frozen=True)
 class SolverSpec:
-    """A registered solver: ``fn(representation, **options) -> solution``."""
+    """A registered solver: ``fn(representation, **options) -> solution``.
+
+    ``priority`` orders the dispatch (the highest first among those that apply; equal
+    priorities by name), ``family`` says what it computes (``"stationary"``,
+    ``"transient"``, ...: the names ``--option solver=NAME`` of a method choose from).
+    """
 
     name: str
     representation: type
@@ -204,6 +211,8 @@ class SolverSpec:
     doc: str
     options: tuple[str, ...] = ()
     applies: Callable[[Any], str | None] | None = None
+    priority: int = 0
+    family: str = ""
 
     def refusal(self, rep: Any) -> str | None:
         """Why the solver does not apply to ``rep`` (``None`` when it does)."""
@@ -337,12 +346,17 @@ def register_method(name: str, *, requires, doc: str, driver: str, options: tupl
 
 
 def register_solver(representation: type, *, name: str, doc: str, options: tuple[str, ...] = (),
-                    applies: Callable[[Any], str | None] | None = None):
+                    applies: Callable[[Any], str | None] | None = None, priority: int = 0, family: str = ""):
     """Decorator: register ``fn(representation, **options) -> solution`` for a representation type.
 
     ``applies(rep)`` returns ``None`` when the solver can handle ``rep`` and otherwise
-    the reason it cannot (a declared structure it needs); solvers registered first
-    are preferred.
+    the reason it cannot (a declared structure it needs). Without ``using``,
+    :func:`solve_representation` tries the solvers by ``priority``, highest first (equal
+    priorities by name): the order of files and imports never matters, and a solver
+    with the default priority 0, as a plug-in's is, is chosen only when it is asked for
+    (``using``, ``--option solver=NAME``) or when no solver of higher priority applies.
+    ``family`` (``"stationary"``, ``"transient"``) groups the solvers a method's
+    ``solver`` option chooses from.
     """
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -354,7 +368,7 @@ def register_solver(representation: type, *, name: str, doc: str, options: tuple
                         specs[k] = dataclasses.replace(s, fn=fn, applies=applies)  # the installed module's wins
                     return fn
                 raise ValueError(f"solver {name!r} for {representation.__name__} registered twice")
-        specs.append(SolverSpec(name, representation, fn, doc, tuple(options), applies))
+        specs.append(SolverSpec(name, representation, fn, doc, tuple(options), applies, int(priority), family))
         return fn
 
     return deco
@@ -411,7 +425,11 @@ def solvers_for(rep: Any) -> list[SolverSpec]:
 
 
 def solvers_of(rep_type: type) -> list[SolverSpec]:
-    """The solvers registered for a representation type (or a base class of it), in the index's order."""
+    """The solvers registered for a representation type (or a base class of it), in the order they are tried.
+
+    By priority, highest first, then by name (the type's own solvers before those of a
+    base class): never by the order of files or imports.
+    """
     idx = _builtin_index()
     if idx is None:
         load_solvers()
@@ -419,16 +437,20 @@ def solvers_of(rep_type: type) -> list[SolverSpec]:
     for cls in rep_type.__mro__:
         entries = idx["solvers"].get(_type_key(cls), []) if idx is not None else []
         _ensure(dict.fromkeys(module for _, module in entries))
-        out += _ranked(_SOLVERS.get(cls, ()), [name for name, _ in entries], lambda s: s.name)
+        out += sorted(_SOLVERS.get(cls, ()), key=lambda s: (-s.priority, s.name))
     return out
+
+
+def solver_names(rep_type: type, family: str) -> list[str]:
+    """The names of a representation type's solvers of one family (plug-ins' included), in dispatch order."""
+    return [s.name for s in solvers_of(rep_type) if s.family == family]
 
 
 def solve_representation(rep: Any, using: str | None = None, **options) -> Any:
     """Solve ``rep`` with the registered solver named ``using``, or the first one that applies.
 
-    Solvers that declare a structure they need (``applies``) and accept ``rep`` are
-    tried before the general ones, in registration order. ``options`` go to the
-    solver.
+    Without ``using`` the solvers are tried by priority (:func:`register_solver`), the
+    first whose ``applies`` accepts ``rep`` solves it. ``options`` go to the solver.
 
     Raises
     ------
@@ -450,7 +472,7 @@ def solve_representation(rep: Any, using: str | None = None, **options) -> Any:
             raise SolverRefusal(f"solver {using!r} does not apply to this {kind}: {why}")
         return _run_solver(named[0], rep, options)
     reasons = []
-    for s in sorted(specs, key=lambda s: s.applies is None):  # declared structure first
+    for s in specs:  # by priority (solvers_of)
         why = s.refusal(rep)
         if why is None:
             return _run_solver(s, rep, options)
@@ -524,9 +546,10 @@ def import_all(package: str, path) -> None:
 
 
 def load_solvers() -> None:
-    """Import every solver module, which registers every solver and method."""
+    """Import the method table (:mod:`exactq.method_table`) and every solver module: every method and solver."""
     import exactq.solvers
 
+    _import_guarded("exactq.method_table")
     import_all(exactq.solvers.__name__, exactq.solvers.__path__)
 
 
@@ -574,7 +597,7 @@ def _source_digests() -> dict[str, str]:
                 with open(os.path.join(folder, fname), "rb") as fh:
                     out[f"{label}/{fname}"] = hashlib.sha256(fh.read()).hexdigest()[:16]
     here = os.path.dirname(os.path.abspath(__file__))
-    for fname in ("catalogue.py", "params.py"):
+    for fname in ("catalogue.py", "params.py", "method_table.py", "protocol.py"):
         with open(os.path.join(here, fname), "rb") as fh:
             out[f"exactq/{fname}"] = hashlib.sha256(fh.read()).hexdigest()[:16]
     return out

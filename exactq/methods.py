@@ -239,8 +239,11 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
     # to the factory as keywords, and the set is solved once
     set_opts = {k: options.pop(k) for k in spec.setting("set_options", ()) if k in options}
     solver_opts = _solver_options(spec, options, tol, strict)
-    if "solver" in spec.options:
-        info["solver"] = solver_opts.get("solver", "auto")
+    using = spec.setting("solver")
+    if "solver" in spec.options:  # the option names a registered solver of the representation (plug-ins' too)
+        info["solver"] = solver_opts.pop("solver", "auto")
+        if info["solver"] != "auto":
+            using = info["solver"]
     infinite = hooks.infinite
     uses_previous = spec.setting("previous", False)
     progress = solver_opts.pop("progress", None)
@@ -259,7 +262,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
         opts = dict(solver_opts)
         if uses_previous and previous is not None:
             opts["previous"] = previous
-        return solve_representation(rep, spec.setting("solver"), **opts)
+        return solve_representation(rep, using, **opts)
 
     last: dict = {}
 

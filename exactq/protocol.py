@@ -392,8 +392,9 @@ def contract_table() -> str:
     """The contract of exactq's own methods, as the Markdown table of ``docs/architecture.md``.
 
     One row per implementation of a method: the driver, the representation, the model
-    members its protocol needs, and the solvers that accept the representation (in the
-    order the dispatch tries them), or the one the method fixes. Built from the
+    members its protocol needs, and the solvers that accept the representation with
+    their priorities (in the order the dispatch tries them), or the one the method
+    fixes. Built from the
     registrations (every built-in model and solver module is imported), so the page
     cannot drift from the code: ``tests/core/test_protocol.py`` compares the two, and
     :func:`write_contract` rewrites the page's table.
@@ -412,8 +413,9 @@ def contract_table() -> str:
                 rep_type = _type(p.representation)
                 rep = f"`{rep_type.__name__}`"
                 fixed = spec.setting("solver")
-                solvers = [s.name for s in catalogue.solvers_of(rep_type) if catalogue._is_builtin(s.fn)]
-                solver_text = f"`{fixed}` (the method's)" if fixed else _code(solvers)
+                solvers = [s for s in catalogue.solvers_of(rep_type) if catalogue._is_builtin(s.fn)]
+                solver_text = f"`{fixed}` (the method's)" if fixed else \
+                    ", ".join(f"`{s.name}` ({s.priority})" for s in solvers)
             else:
                 fixed = spec.setting("solver")
                 rep = "the model's own"

@@ -276,7 +276,7 @@ class Study:
     def __init__(self, model: str, fixed: dict | None, over: dict | Sequence, *, measure: str | None = None,
                  method: str = "auto", tol: float = 1e-9, options: dict | None = None,
                  solve_options: dict | None = None):
-        from .api import STATIONARY_SOLVERS
+        from .api import stationary_solvers
         from .catalogue import get_model
 
         if not isinstance(model, str):
@@ -320,10 +320,14 @@ class Study:
             if m not in self.cls.measures:
                 raise ModelError(f"unknown measure {m!r} for model {model}; valid: {', '.join(self.cls.measures)}")
         self.measure = measures[0]
-        valid_methods = ["auto", *self.cls.methods] + (list(STATIONARY_SOLVERS) if "ctmc" in self.cls.methods else [])
+        own = ["auto", *self.cls.methods]
         for m in dict(self.axes).get("method", [method]):
+            if m in own:
+                continue
+            valid_methods = own + (stationary_solvers() if "ctmc" in self.cls.methods else [])  # the registry's
             if m not in valid_methods:
-                raise NotApplicableError(f"method {m!r} does not apply to model {model}; valid: {', '.join(valid_methods)}")
+                raise NotApplicableError(f"method {m!r} does not apply to model {model}; valid: "
+                                         f"{', '.join(valid_methods)}")
         self.method = method
         self.tol = check_tol(tol)
         self.options = dict(options or {})

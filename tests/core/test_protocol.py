@@ -170,3 +170,93 @@ def test_the_how_to_is_a_page_the_docs_test_runs():
     page = (docs / "howto" / "add_model_and_solver.md").read_text()
     assert "register_solver(CTMC" in page and "exactq.register_model(VacationQueue)" in page
     assert "howto/add_model_and_solver" in (docs / "index.md").read_text()
+
+
+# ------------------------------------------------------------------------- the solver registry
+def test_a_solver_named_to_sort_first_changes_nothing_unless_asked_for_or_prioritised():
+    from exactq.catalogue import _SOLVERS, register_solver, solvers_of
+
+    chain = exactq.model("mmck", arrival_rate=1, servers=1, capacity=3, service_rate=2).ctmc(None)
+    reference = catalogue.solve_representation(chain)
+    calls = []
+
+    def jacobi(chain, **options):
+        import dataclasses
+
+        calls.append(options)
+        return dataclasses.replace(catalogue.solve_representation(chain, using="gth"), method="aaa-jacobi")
+
+    jacobi.__module__ = "exactq.solvers.aaa_jacobi"  # as if saved as solvers/aaa_jacobi.py
+    try:
+        register_solver(CTMC, name="aaa-jacobi", doc="a trivial solver", family="stationary")(jacobi)
+        ranked = solvers_of(CTMC)  # default priority 0: after every built-in solver, whatever its name
+        assert all(s.priority > 0 for s in ranked[:[s.name for s in ranked].index("aaa-jacobi")]
+                   if catalogue._is_builtin(s.fn))
+        assert [s.name for s in ranked].index("aaa-jacobi") > [s.name for s in ranked].index("transient")
+        r = exactq.solve("mmck", method="ctmc", arrival_rate=1, servers=1, capacity=3, service_rate=2)
+        assert "aaa" not in r.method and calls == []
+        assert catalogue.solve_representation(chain).method == reference.method
+        # asked for by name, with the option of the ctmc method, or as a method
+        r = exactq.solve("mmck", method="ctmc", options={"solver": "aaa-jacobi"}, arrival_rate=1, servers=1,
+                         capacity=3, service_rate=2)
+        assert len(calls) == 1 and r.method == "ctmc/aaa-jacobi"
+        assert exactq.solve("mmck", method="aaa-jacobi", arrival_rate=1, servers=1, capacity=3,
+                            service_rate=2).method == "ctmc/aaa-jacobi"
+        assert "aaa-jacobi" in exactq.api.stationary_solvers()
+        # prioritised: chosen
+        _SOLVERS[CTMC] = [s for s in _SOLVERS[CTMC] if s.name != "aaa-jacobi"]
+        register_solver(CTMC, name="aaa-jacobi", doc="a trivial solver", family="stationary", priority=1000)(jacobi)
+        assert solvers_of(CTMC)[0].name == "aaa-jacobi"
+        catalogue.solve_representation(chain)
+        assert len(calls) == 3
+    finally:
+        _SOLVERS[CTMC] = [s for s in _SOLVERS[CTMC] if s.name != "aaa-jacobi"]
+
+
+def test_the_solver_option_chooses_from_the_registry_and_refuses_other_names():
+    kw = dict(arrival_rate=1.0, service_rates="1,1")
+    values = {}
+    for name in exactq.api.stationary_solvers():
+        if name in ("level-aggregation", "level-reduction"):
+            continue  # (they need a structure this chain does not declare, or a larger chain)
+        r = exactq.solve("jsq", method="ctmc", options={"solver": name}, tol=1e-8, **kw)
+        values[name] = r.value
+        assert r.method == f"ctmc/{name}", (name, r.method)
+    assert max(values.values()) - min(values.values()) < 1e-9 and len(values) >= 6
+    with pytest.raises(ModelError, match="stationary solver must be one of auto, stationary, bicgstab, direct"):
+        exactq.solve("jsq", method="ctmc", options={"solver": "transient"}, **kw)
+
+
+def test_the_stationary_modules_import_each_other_in_no_circle():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "solvers"
+    names = ("stationary", "level_reduction", "level_aggregation", "linear")
+    graph = {}
+    for name in names:
+        tree = ast.parse((root / f"{name}.py").read_text())
+        graph[name] = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1
+                       and n.module in names}
+    assert graph["level_reduction"] <= {"linear"} and graph["level_aggregation"] <= {"linear"}
+    assert graph["linear"] == set() and "stationary" not in graph["level_reduction"] | graph["level_aggregation"]
+
+
+def test_no_solver_module_declares_a_method():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "solvers"
+    assert [p.name for p in root.glob("*.py") if "register_method(" in p.read_text()] == []
+    assert {spec.module for name in catalogue.method_names() for spec in catalogue.get_method(name)
+            if spec.module.startswith("exactq.")} == {"exactq.method_table"}
+
+
+def test_the_api_list_of_stationary_solvers_is_the_registrys():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = exactq.api.STATIONARY_SOLVERS
+    assert list(old) == exactq.api.stationary_solvers() and issubclass(caught[0].category, DeprecationWarning)
+    assert {"direct", "bicgstab", "gmres", "power", "gth", "mpmath", "level-reduction",
+            "level-aggregation"} <= set(old)
