@@ -17,22 +17,18 @@ variables, rewards and labels, averaged over the stationary law.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import math
 import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from exactq.catalogue import Model
-from exactq.ctmc import CTMC, DTMC
+from exactq.ctmc import DTMC
 from exactq.errors import ModelError
-from exactq.params import REQUIRED, Param
-from exactq.query import RewardStructure
 
 from .lexer import PrismModelError, Source, read_source
 from .semantics import Symbols, VarInfo, analyse
@@ -246,11 +242,17 @@ class PrismModel(ChainModel):
     def info(self):
         return analyse(self._model_file, dict(self.constants), extra_constants=set(dict(self.constants)))
 
-    def _build(self) -> Built:
+    def _build(self, progress=None) -> Built:
         from .builder import build_model
 
-        b = build_model(self.info, strict=self.strict)
+        b = build_model(self.info, strict=self.strict, progress=progress)
         return Built(b.chain, b.rewards, b.n_transitions, b.build_seconds, b.n_deadlocks)
+
+    def build(self, progress=None) -> Built:
+        """Build the chain now (``built`` caches it), reporting the exploration to ``progress(text)``."""
+        if "built" not in self.__dict__:
+            self.__dict__["built"] = self._build(progress)
+        return self.__dict__["built"]
 
     def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
                            constants: dict | None = None, check_constants: bool = True) -> list:
