@@ -164,10 +164,9 @@ def solve(
     if ((verify and not verifiable(spec)) or (certify and not certifiable(spec))) and \
             method in ("auto", None, "") and "ctmc" in type(m).methods:
         method_name, spec = "ctmc", check_method_for(m, "ctmc")  # verify re-solves the truncated chain
-    if not (isinstance(tol, (int, float)) and 0 < tol < 1):
-        raise ModelError(f"tol must be in (0, 1); got {tol!r}")
-    if truncation is not None and (int(truncation) != truncation or truncation < 1):
-        raise ModelError(f"truncation must be an integer >= 1; got {truncation!r}")
+    from .options import check_controls
+
+    check_controls(tol=tol, truncation=truncation, time_limit=time_limit)  # the one validation of every command
     if truncation is not None and "truncation" not in spec.options:
         raise NotApplicableError(f"truncation applies to the ctmc and qbd methods; method {method_name!r} was chosen "
                          "(pass --method ctmc)")
@@ -184,8 +183,6 @@ def solve(
                                  f"valid: {', '.join(valid) or '(none)'}")
         extra.update(options)
     if time_limit is not None:
-        if not (isinstance(time_limit, (int, float)) and time_limit > 0):
-            raise ModelError(f"time_limit must be a number of seconds > 0; got {time_limit!r}")
         if spec.driver != "adaptive":
             raise NotApplicableError(f"time_limit applies to the adaptive truncation of the ctmc, exact and qbd "
                                      f"methods; method {method_name!r} was chosen")
@@ -242,6 +239,9 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     from .methods import boundary_evaluation
     from .truncation import Evaluation, grow
 
+    from .options import check_controls
+
+    check_controls(tol=tol, truncation=truncation, time_limit=time_limit)
     m = _as_model(model, params)
     if getattr(m, "prism_properties", False):  # a PRISM (or explicit) model: properties in PRISM's syntax
         if truncation is not None:
@@ -283,29 +283,50 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     return res
 
 
-def check_properties(model: Model, properties: str, *, strict: bool = False, eps: float = 1e-12,
-                     source_name: str = "property") -> list[Result]:
-    """Check PRISM properties on a PRISM (or explicit) model: one per property of ``properties``.
+def check_properties(model: Model, properties, *, strict: bool = False, eps: float = 1e-12,
+                     source_name: str = "property", solver: str = "auto", errors: str = "raise",
+                     constants: dict | None = None, check_constants: bool = True) -> list[Result]:
+    """Check PRISM properties on a PRISM (or explicit) model: one result per property of ``properties``.
+
+    Every property is parsed and type-checked against the model's declarations before
+    the chain is built (a syntax error never costs a build); the chain is built once,
+    and each property is then checked on its own.
 
     Parameters
     ----------
     model : Model
         From :func:`exactq.load_prism` (or :func:`exactq.prism.load_explicit`).
-    properties : str
-        One property (``P=? [ F<=T "done" ]``) or the text of a properties file.
+    properties : str or PropertyContext
+        One property (``P=? [ F<=T "done" ]``), the text of a properties file, or a
+        context from :func:`exactq.prism.properties.property_context` (a file and
+        command-line properties, with ``--prop`` choices).
     strict : bool
         Turn accuracy warnings into errors.
     eps : float
         Poisson mass left out of time-bounded computations.
     source_name : str
         The name errors report (a properties file's name).
+    solver : str
+        The stationary (and linear) solver for steady-state properties, passed to
+        :func:`exactq.solvers.stationary.solve_stationary`, which refuses unknown names.
+    errors : {"raise", "keep"}
+        ``raise``: the first property that fails raises its error. ``keep``: it gives a
+        result with ``value`` None, ``method`` ``"error"`` and ``info["error"]`` (one
+        line), and the other properties are still answered.
+    constants : dict, optional
+        Values of the properties' own constants (added to the model's).
+    check_constants : bool
+        A given constant that neither the model, the properties' declarations nor any
+        property uses is an error (a misspelt name); False when the properties are
+        checked one at a time.
 
     Returns
     -------
     list of Result
         ``measure`` is the property's text; ``info`` holds ``property_name``,
-        ``n_transitions``, ``build_seconds`` and ``solve_seconds`` besides the
-        checker's details; ``n_states`` the number of reachable states.
+        ``property_index``, ``n_transitions``, ``build_seconds`` and ``solve_seconds``
+        besides the checker's details; ``n_states`` the number of reachable states.
+        The value of a threshold property (``P>=0.9 [ ... ]``) is ``True`` or ``False``.
 
     Examples
     --------
@@ -314,21 +335,67 @@ def check_properties(model: Model, properties: str, *, strict: bool = False, eps
     >>> r, = check_properties(m, "P=? [ F<=0.5 s=1 ]")
     >>> import math; abs(r.value - (1 - math.exp(-1.5))) < 1e-12
     True
+    >>> a, b = check_properties(m, "P>=1 [ F s=1 ]\\n1 - P=? [ F<=0.5 s=1 ]")
+    >>> a.value, abs(b.value - math.exp(-1.5)) < 1e-12
+    (True, True)
     """
     from exactq.solvers.csl import check_chain
 
-    props = model.compile_properties(properties, source_name)
+    from .errors import ExactqError
+    from .prism.lexer import deep_recursion
+
+    if errors not in ("raise", "keep"):
+        raise ModelError(f"errors must be 'raise' or 'keep'; got {errors!r}")
+    props = model.compile_properties(properties, source_name, errors=errors, constants=constants,
+                                     check_constants=check_constants)
+    out: list = []
+    if all(p.error is not None for p in props):
+        return [_error_result(p) for p in props]
     built = model.built
-    out = []
+    state_text = _state_text(model, built.chain)
+    cache = built.__dict__.setdefault("solutions", {})  # one stationary solve for all the properties
     for prop in props:
+        if prop.error is not None:
+            out.append(_error_result(prop))
+            continue
         t0 = time.perf_counter()
-        cache = built.__dict__.setdefault("solutions", {})  # one stationary solve for all the properties
-        answer = check_chain(built.chain, prop.query, strict=strict, rewards=built.rewards, eps=eps, cache=cache)
+        try:
+            with deep_recursion(f"the property {prop.text[:40]!r}"):  # nested operators are evaluated recursively
+                answer = check_chain(built.chain, prop.query, strict=strict, rewards=built.rewards, eps=eps,
+                                     cache=cache, solver=solver, state_text=state_text)
+        except ExactqError as exc:
+            if errors == "raise":
+                raise
+            prop.error = exc
+            out.append(_error_result(prop))
+            continue
         res = answer.result
         res.measure = prop.text
         res.n_states = built.chain.n_states
-        res.info.update(property_name=prop.name, n_transitions=built.n_transitions,
+        res.info.update(property_name=prop.name, property_index=prop.index, n_transitions=built.n_transitions,
                         build_seconds=built.build_seconds, solve_seconds=time.perf_counter() - t0)
         res.seconds = time.perf_counter() - t0
         out.append(res)
     return out
+
+
+def _error_result(prop) -> Result:
+    """A property that could not be answered, as a result: value None, method ``error``, the one line in info."""
+    msg = str(prop.error).splitlines()[0] if str(prop.error) else type(prop.error).__name__
+    return Result(value=None, method="error", measure=prop.text,
+                  info={"error": msg, "property_name": prop.name, "property_index": prop.index})
+
+
+def _state_text(model, chain):
+    """``state_text(i)``: state ``i`` as PRISM prints it, ``(x=1,b=true)`` (booleans by name)."""
+    info = getattr(model, "info", None)
+    variables = getattr(info, "variables", None)
+    names = [v.name for v in variables] if variables else list(getattr(chain.space, "names", ()))
+    bools = {v.name for v in variables if v.type == "bool"} if variables else set()
+    states = chain.states
+
+    def text(i: int) -> str:
+        row = states[int(i)]
+        return "(" + ",".join(f"{nm}={('true' if v else 'false') if nm in bools else int(v)}"
+                              for nm, v in zip(names, row)) + ")"
+    return text

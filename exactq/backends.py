@@ -21,7 +21,10 @@ Scheduling
   pays, and ``processes`` is not slower than ``serial``.
 
 The process pool forks where the platform allows it (the catalogue is loaded once, in
-this process), and its workers ignore Ctrl-C, which ends the sweep from here. The Dask
+this process), and its workers ignore Ctrl-C, which ends the sweep from here. A worker
+whose sweep process dies (``kill -9``) exits quietly: the kernel ends it with the
+parent (Linux), and elsewhere it exits after its batch instead of writing to a broken
+pipe. The Dask
 backend submits the same batches to a ``dask.distributed`` cluster and hands each
 finished batch back as it completes.
 """
@@ -176,16 +179,47 @@ def _serial(tasks: list[dict], indices: list[int], on_done: OnDone) -> None:
 
 
 # ------------------------------------------------------------------ processes
-def _init_worker() -> None:
+#: the sweep process a pool worker serves (set in the worker by :func:`_init_worker`)
+_PARENT_PID: int | None = None
+
+
+def _exit_with_parent() -> None:
+    """Ask the kernel to end this worker when its parent dies (Linux ``PR_SET_PDEATHSIG``; a no-op elsewhere).
+
+    A sweep killed with ``kill -9`` cannot stop its pool; without this the workers
+    finish their batch and die on a broken pipe, each printing a traceback.
+    """
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1: SIGTERM ends a worker silently
+    except (OSError, AttributeError, TypeError):  # pragma: no cover - not Linux
+        pass
+
+
+def _init_worker(parent_pid: int | None = None) -> None:
     import signal
 
     from threadpoolctl import threadpool_limits
 
     from .sweep import mark_pinned
 
+    global _PARENT_PID
+    _PARENT_PID = parent_pid
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ends the sweep in the parent
+    _exit_with_parent()
+    if parent_pid is not None and os.getppid() != parent_pid:  # the parent died while this one started
+        os._exit(0)
     threadpool_limits(1)
     mark_pinned()
+
+
+def _orphaned() -> bool:
+    """Whether this worker's sweep process is gone (then nobody reads its results)."""
+    return _PARENT_PID is not None and os.getppid() != _PARENT_PID
 
 
 def _pool_context():
@@ -223,7 +257,7 @@ def _processes(tasks: list[dict], workers: int, on_done: OnDone) -> None:
     slots = min(workers, len(planner.order))
     planner.slots = slots
     results: queue.SimpleQueue = queue.SimpleQueue()
-    pool = _pool_context().Pool(processes=slots, initializer=_init_worker)
+    pool = _pool_context().Pool(processes=slots, initializer=_init_worker, initargs=(os.getpid(),))
     try:
         in_flight = 0
         while planner.order or in_flight:
@@ -250,7 +284,10 @@ def _processes(tasks: list[dict], workers: int, on_done: OnDone) -> None:
 def _pool_batch(batch: list[int], tasks: list[dict]):
     from .sweep import run_batch
 
-    return batch, run_batch(tasks)
+    out = batch, run_batch(tasks)
+    if _orphaned():  # the sweep was killed: exit quietly instead of writing to a broken pipe
+        os._exit(0)
+    return out
 
 
 # ----------------------------------------------------------------------- dask

@@ -6,8 +6,10 @@
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
                  [--truncation N] [--time-limit S] [--verify] [--certify] [--strict] [--no-lump] [--json]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--time-limit S] [--json]
-    exactq solve FILE.sm CONST=value ... [--measure reward:NAME|label:NAME] [...]
-    exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--const N=3,T=10] [--strict] [--json]
+    exactq models FILE.sm [--const N=3] [--json]
+    exactq solve FILE.sm [--const N=3,...] [--measure reward:NAME|label:NAME] [--method M] [--option solver=S] [...]
+    exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--prop NAME|N ...] [--const N=3,T=0:10:100]
+                 [--method M] [--option solver=S] [--strict] [--json]
     exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
     exactq reproduce NAME [--out DIR] [--full]
     exactq sweep MODEL key=value ... --over NAME=SPEC [--over ...] --out results.csv|.json|.parquet
@@ -50,8 +52,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    m = sub.add_parser("models", help="list models with their parameters, measures and methods")
-    m.add_argument("name", nargs="?", help="show one model only")
+    m = sub.add_parser("models", help="list models with their parameters, measures and methods (or describe a PRISM "
+                                      "file: its constants, variables, labels, rewards and, with --const, its size)")
+    m.add_argument("name", nargs="?", help="show one model only, or a PRISM file (FILE.sm)")
+    m.add_argument("--const", action="append", metavar="N=3,T=10",
+                   help="values of a PRISM file's undefined constants (then the states and transitions are counted)")
     m.add_argument("--json", action="store_true")
 
     s = sub.add_parser("solve", help="compute a measure of a model")
@@ -70,6 +75,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-lump", action="store_true", help="solve the full chain, not the symmetry-lumped one")
     s.add_argument("--option", action="append", default=[], metavar="key=value",
                    help="a method option (repeatable), e.g. --option solver=SCS for the convex method")
+    s.add_argument("--const", action="append", metavar="N=3,T=10",
+                   help="values of the undefined constants of a PRISM file (FILE.sm)")
     s.add_argument("--json", action="store_true")
 
     c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC, or PRISM properties on a "
@@ -80,9 +87,16 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--truncation", type=int)
     c.add_argument("--time-limit", type=float, metavar="SECONDS")
     c.add_argument("--strict", action="store_true")
-    c.add_argument("--const", action="append", metavar="N=3,T=10",
-                   help="values of the undefined constants of a PRISM model and of its properties")
+    c.add_argument("--const", action="append", metavar="N=3,T=0:10:100",
+                   help="values of the undefined constants of a PRISM model, of its properties and of constants "
+                        "only a property uses; lo:step:hi or lo:hi is a range (one answer per value, as PRISM's "
+                        "-const)")
     c.add_argument("--props", metavar="FILE.csl", help="a PRISM properties file (one property per line)")
+    c.add_argument("--prop", action="append", default=[], metavar="NAME|N",
+                   help="check only this property of the file: its name, or its number from 1 (repeatable)")
+    c.add_argument("--method", default="auto", help="on a PRISM file: auto, or the chain's method (ctmc, dtmc)")
+    c.add_argument("--option", action="append", default=[], metavar="key=value",
+                   help="on a PRISM file: solver=NAME, the stationary solver of steady-state properties")
     c.add_argument("--json", action="store_true")
 
     e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab) or Matrix "
@@ -115,7 +129,8 @@ def _build_parser() -> argparse.ArgumentParser:
     w.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="an existing Dask scheduler (backend dask; default: a LocalCluster)")
     w.add_argument("--workers", type=int, help="worker processes (default: every core)")
-    w.add_argument("--force", action="store_true", help="recompute the points already in --out")
+    w.add_argument("--force", action="store_true", help="recompute the points already in --out (and overwrite an "
+                                                          "--out that is not a table of this study)")
     w.add_argument("--warm-start", action="store_true",
                    help="start each adaptive truncation from the previous point's (faster; values then depend "
                         "on the order of points, within tol)")
@@ -153,7 +168,8 @@ def _cmd_sweep(args) -> int:
         if m.group(1) in over:
             raise _UsageError(f"--over {m.group(1)} given twice")
         over[m.group(1)] = m.group(2)
-    solve_options = {k: v for k, v in (("truncation", args.truncation), ("time_limit", args.time_limit)) if v}
+    solve_options = {k: v for k, v in (("truncation", args.truncation), ("time_limit", args.time_limit))
+                     if v is not None}  # 0 is a value (refused by the one validation), not "not given"
     if args.strict:
         solve_options["strict"] = True
     bar = None if args.quiet else sweep_bar(stream=sys.stderr)
@@ -166,13 +182,18 @@ def _cmd_sweep(args) -> int:
 
     t0 = time.perf_counter()
     try:
-        rows = sweep(args.model, _parse_kv(args.params), over, measure=args.measure, method=args.method,
-                     tol=args.tol, backend=args.backend, scheduler=args.scheduler, workers=args.workers,
-                     out=args.out, force=args.force, progress=progress, as_frame=False, warm_start=args.warm_start,
-                     options={k: _option_value(v) for k, v in _parse_kv(args.option).items()}, **solve_options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rows = sweep(args.model, _parse_kv(args.params), over, measure=args.measure, method=args.method,
+                         tol=args.tol, backend=args.backend, scheduler=args.scheduler, workers=args.workers,
+                         out=args.out, force=args.force, progress=progress, as_frame=False,
+                         warm_start=args.warm_start,
+                         options={k: _option_value(v) for k, v in _parse_kv(args.option).items()}, **solve_options)
     finally:
         if bar is not None:
             bar.close()
+        for w in caught if "caught" in locals() else ():  # the study's own warnings (a torn row dropped, ...)
+            print(f"exactq: warning: {_one_line(str(w.message))}", file=sys.stderr)
     failed = [r for r in rows if r["status"] != "ok"]
     swept = [k for k in over if k in rows[0]] if rows else []
     for r in failed[:5]:
@@ -189,8 +210,18 @@ def _cmd_sweep(args) -> int:
 def _cmd_plot(args) -> None:
     from .plotting import plot_file
 
-    print(plot_file(args.table, args.out, x=args.x, y=args.y, hue=args.hue, logx=args.logx, logy=args.logy,
-                    title=args.title))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = plot_file(args.table, args.out, x=args.x, y=args.y, hue=args.hue, logx=args.logx, logy=args.logy,
+                         title=args.title)
+    for w in caught:
+        if issubclass(w.category, UserWarning) or issubclass(w.category, RuntimeWarning):
+            print(f"exactq: warning: {_one_line(str(w.message))}", file=sys.stderr)
+    print(path)
+
+
+def _one_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text and text.strip() else ""
 
 
 def _parse_kv(items) -> dict:
@@ -224,6 +255,7 @@ def _params_json(model) -> dict:
 
 
 def _emit(args, model, result, caught) -> None:
+    result.require_finite(f"{model.name} {result.measure}")  # a NaN or an unexplained inf is never printed
     warn_lines = [str(w.message) for w in caught]
     if args.json:
         d = result.to_dict()
@@ -266,6 +298,10 @@ def _emit(args, model, result, caught) -> None:
 def _cmd_models(args) -> None:
     from .catalogue import describe_models
 
+    if args.name and _is_prism(args.name):
+        return _cmd_models_prism(args)
+    if args.const:
+        raise _UsageError(f"--const applies to PRISM files; {args.name or 'the catalogue'!r} is not one")
     models = describe_models()
     if args.name:
         models = [m for m in models if m["name"] == args.name]
@@ -300,18 +336,81 @@ def _cmd_models(args) -> None:
         print()
 
 
+def _cmd_models_prism(args) -> None:
+    """``exactq models FILE.sm [--const ...]``: what the file declares and, with every constant given, its size."""
+    from .prism.models import describe_prism
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = describe_prism(args.name, args.const, strict=False)
+    lines = [str(w.message) for w in caught]
+    for line in lines:
+        print(f"exactq: warning: {line}", file=sys.stderr)
+    if args.json:
+        d["warnings"] = lines
+        print(json.dumps(d, indent=1, default=str))
+        return
+    print(f"{d['file']}: PRISM {d['type']} model")
+    undefined = [c for c in d["constants"] if c["undefined"]]
+    print("  undefined constants: " + (", ".join(f"{c['name']} ({c['type']})" + (f" = {c['value']}" if c["value"]
+                                                                                   is not None else "")
+                                                 for c in undefined) or "none"))
+    defined = [c for c in d["constants"] if not c["undefined"]]
+    if defined:
+        shown = [f"{c['name']} ({c['type']}) = {c['value'] if c['value'] is not None else c['definition']}"
+                 for c in defined]
+        print("  constants: " + ", ".join(shown))
+    print("  variables:")
+    for v in d["variables"]:
+        where = "global" if v["module"] is None else f"module {v['module']}"
+        print(f"    {v['name']} : {v['range']}  (init {v['init']}, {where})")
+    print("  labels: " + ", ".join(f'"{k}"' for k in d["labels"]))
+    print("  reward structures: " + (", ".join(f'"{r["name"]}"' if r["name"] else f"#{k + 1} (unnamed)"
+                                               for k, r in enumerate(d["rewards"])) or "none"))
+    if d.get("n_states") is not None:
+        print(f"  {d['n_states']} states, {d['n_transitions']} transitions"
+              + (f", {d['n_deadlocks']} deadlocks fixed" if d.get("n_deadlocks") else "")
+              + f" (built in {d['build_seconds']:.3g} s)")
+    elif undefined:
+        print("  give the undefined constants with --const to count the states and transitions")
+
+
+def _prism_constants(args) -> dict:
+    """The constants of a PRISM file from --const, and from the deprecated CONST=value arguments (with a warning)."""
+    from .prism.models import parse_constants
+
+    given = parse_constants(args.const)
+    params = getattr(args, "params", None) or []
+    if params:
+        old = _parse_kv(params)
+        warnings.warn(f"'exactq solve FILE.sm {params[0]}' is deprecated: give a PRISM file's constants with --const "
+                      f"{','.join(params)}", DeprecationWarning, stacklevel=2)
+        for k, v in old.items():
+            if k in given:
+                raise _UsageError(f"constant {k} is given twice (as {k}={v} and with --const)")
+            given[k] = v
+    return given
+
+
 def _cmd_solve(args) -> None:
     from .api import model as build, solve
 
-    if _is_prism(args.model):  # a PRISM file: its key=value are its undefined constants
+    early: list = []
+    if _is_prism(args.model):  # a PRISM file: --const gives its undefined constants
         from .prism import load_prism
 
-        model = load_prism(args.model, _parse_kv(args.params), strict=args.strict)
+        with warnings.catch_warnings(record=True) as early:
+            warnings.simplefilter("always")
+            model = load_prism(args.model, _prism_constants(args), strict=args.strict)
     else:
+        if args.const:
+            raise _UsageError(f"--const applies to PRISM files; {args.model!r} is a model name")
         model = build(args.model, **_parse_kv(args.params))
     line = _progress_line(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        for w in early:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         try:
             result = solve(model, args.measure, method=args.method, tol=args.tol, truncation=args.truncation,
                            verify=args.verify, strict=args.strict, lump=not args.no_lump,
@@ -343,16 +442,23 @@ def _option_value(text: str):
     return text
 
 
-def _cmd_check(args) -> None:
+def _cmd_check(args) -> int | None:
     from .api import check, model as build
 
     if _is_prism(args.model):
         return _cmd_check_prism(args)
-    if args.const or args.props:
-        raise _UsageError(f"--const and --props apply to PRISM files; {args.model!r} is a model name")
-    if not args.args:
-        raise _UsageError("the following arguments are required: key=value ... QUERY")
-    *kv, query = args.args
+    if args.const or args.props or args.prop:
+        raise _UsageError(f"--const, --props and --prop apply to PRISM files; {args.model!r} is a model name")
+    if args.method != "auto" or args.option:
+        raise _UsageError(f"--method and --option apply to PRISM files in 'check'; {args.model!r} is a model name "
+                          "(its queries are checked on its CTMC)")
+    queries = [a for a in args.args if _looks_like_query(a)]
+    kv = [a for a in args.args if not _looks_like_query(a)]
+    if len(queries) != 1:
+        raise _UsageError("give one query, e.g. 'S=? [ n > 2 ]', with the key=value parameters (in any order)"
+                          if not queries else f"give one query per check; got {len(queries)}: "
+                          + "; ".join(repr(q) for q in queries[:3]))
+    query = queries[0]
     model = build(args.model, **_parse_kv(kv))
     line = _progress_line(args)
     with warnings.catch_warnings(record=True) as caught:
@@ -366,94 +472,232 @@ def _cmd_check(args) -> None:
     _emit(args, model, result, caught)
 
 
+def _looks_like_query(text: str) -> bool:
+    """A query, not a ``key=value`` parameter: it has ``=?``, a bracket (thresholds, paths) or is a filter.
+
+    >>> [_looks_like_query(s) for s in ("S=? [ n = 3 ]", "P>=0.9 [ F q1 = 5 ]", "filter(max, S=? [ a ])", "K=3")]
+    [True, True, True, False]
+    """
+    text = text.strip()
+    return "=?" in text or "[" in text or text.startswith("filter(") or not _KV.match(text)
+
+
 def _is_prism(name: str) -> bool:
     from .prism.models import is_prism_path
 
     return is_prism_path(name)
 
 
-def _load_file_model(args):
+def _load_file_model(args, constants=None):
+    """The model of a PRISM file (``--const`` or ``constants``) or of PRISM's explicit files (``.tra``)."""
     from .prism import load_explicit, load_prism
 
     if args.model.endswith(".tra"):
         if args.const:
             raise _UsageError("--const applies to PRISM model files, not to explicit .tra files")
         return load_explicit(args.model)
-    return load_prism(args.model, args.const, strict=args.strict)
+    return load_prism(args.model, args.const if constants is None else constants, strict=args.strict)
 
 
-def _cmd_check_prism(args) -> None:
-    """``exactq check FILE.sm 'PROPERTY' ... [--props FILE] [--const ...]``: one answer per property."""
+def _prism_solver(args) -> str:
+    """The stationary solver for a PRISM file's properties, from --method and --option solver=NAME."""
+    options = _parse_kv(args.option)
+    unknown = [k for k in options if k != "solver"]
+    if unknown:
+        raise _UsageError(f"--option {unknown[0]}: 'check' on a PRISM file takes --option solver=NAME (the "
+                          "stationary solver)")
+    if args.method not in ("auto", "ctmc", "dtmc"):
+        raise _UsageError(f"--method must be auto, ctmc or dtmc for a PRISM file (the chain's own method); got "
+                          f"{args.method!r}; a solver is chosen with --option solver=NAME")
+    return str(options.get("solver", "auto"))
+
+
+def _cmd_check_prism(args) -> int:
+    """``exactq check FILE.sm 'PROPERTY' ... [--props FILE] [--prop NAME|N] [--const ...]``: one answer per property.
+
+    Every property is parsed (and type-checked against the model's declarations)
+    before the model is built; each is then answered on its own, and one that fails
+    gives its one-line error without stopping the others (exit status 2 if any
+    failed). Ranges in --const (``T=0:10:100``) answer one result per combination,
+    the model rebuilt for each value of a model constant.
+    """
+    import dataclasses
+
     from .api import check_properties
+    from .errors import ExactqError
+    from .prism.lexer import read_source
+    from .prism.models import _load, constant_ranges, expand_ranges
+    from .prism.properties import property_context
+    from .prism.syntax import parse_model_text
 
     kv = [a for a in args.args if _KV.match(a) and "[" not in a]
     if kv:
         raise _UsageError(f"give the constants of a PRISM file with --const; got {kv[0]!r}")
     if args.truncation is not None:
         raise _UsageError("--truncation does not apply to a PRISM file (its chain is finite)")
-    texts = [(a, "property") for a in args.args]
-    if args.props:
-        try:
-            with open(args.props, encoding="utf-8") as fh:
-                texts.append((fh.read(), args.props))
-        except OSError as exc:
-            raise _UsageError(f"cannot read the properties file {args.props}: {exc.strerror or exc}") from None
-    if not texts:
+    solver = _prism_solver(args)
+    explicit = args.model.endswith(".tra")
+    if not args.args and not args.props:
         raise _UsageError("give a PRISM property ('P=? [ F \"done\" ]') or --props FILE")
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as parse_caught:
         warnings.simplefilter("always")
-        model = _load_file_model(args)
-        model.built  # build once; its warnings (deadlocks) belong to every answer
-    build_warnings = [str(w.message) for w in caught]
-    printed_build = False
-    for text, source in texts:
+        file_text = read_source(args.props, "properties file") if args.props else None
+        props_name = args.props.replace("\\", "/").split("/")[-1] if args.props else "properties"
+        ctx = property_context(file_text, props_name, tuple(args.args), tuple(args.prop))
+        single, ranges = constant_ranges(args.const)
+        if explicit:
+            if args.const:
+                raise _UsageError("--const applies to PRISM model files, not to explicit .tra files")
+            mf = None
+            model_undefined = set()
+        else:
+            mf = parse_model_text(read_source(args.model, "PRISM file"), args.model.replace("\\", "/").split("/")[-1])
+            model_undefined = {d.name for d in mf.constants}
+    early = [str(w.message) for w in parse_caught]
+    model_ranges = {k: v for k, v in ranges.items() if k in model_undefined}
+    prop_ranges = {k: v for k, v in ranges.items() if k not in model_undefined}
+    experiment = bool(ranges)
+    many = experiment or len(ctx.items) + len(ctx.declaration_errors) != 1
+    entries: list = []  # (kind, payload) in order: ("result", (model, result, constants, warnings)) or ("error", ...)
+    failed = False
+
+    def error_entry(model_path, text, name, message, constants, warn):
+        nonlocal failed
+        failed = True
+        entries.append(("error", {"model": model_path, "property": name, "name": name, "measure": text, "error": message,
+                                  "constants": constants, "warnings": warn}))
+        where = f"{_fmt_constants(constants)}: " if constants else ""
+        print(f"exactq: error: {where}{message}", file=sys.stderr)  # with --json too: stdout is the JSON
+
+    for node, where in ctx.declaration_errors:
+        error_entry(args.model, node.text, None, _one_line(node.error), {}, [])
+    printed_warnings: set = set()
+
+    def show_warnings(lines):
+        for line in lines:
+            if line not in printed_warnings:
+                printed_warnings.add(line)
+                print(f"exactq: warning: {line}", file=sys.stderr)
+
+    show_warnings(early)
+    for mc in expand_ranges(model_ranges):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            results = check_properties(model, text, strict=args.strict, source_name=source)
-        _emit_prism(args, model, results, build_warnings + [str(w.message) for w in caught],
-                    printed=len(build_warnings) if printed_build else 0)
-        printed_build = True
-        build_warnings = [] if not args.json else build_warnings
-
-
-def _emit_prism(args, model, results, warn_lines, printed=0) -> None:
-    """Warnings on stderr (the first ``printed`` were already), the results on stdout."""
-    for line in warn_lines[printed:]:
-        print(f"exactq: warning: {line}", file=sys.stderr)
-    for result in results:
-        d = result.to_dict()
-        info = d.get("info", {})
-        if args.json:
-            payload = {
-                "model": model.path,
-                "params": _params_json(model),
-                "property": info.pop("property_name", None),
-                "measure": d.pop("measure"),
-                "method": d.pop("method"),
-                "value": d.pop("value"),
-                "lower": d.pop("lower"),
-                "upper": d.pop("upper"),
-                "n_states": d.pop("n_states"),
-                "n_transitions": info.pop("n_transitions", None),
-                "build_seconds": info.pop("build_seconds", None),
-                "solve_seconds": info.pop("solve_seconds", None),
-                "seconds": d.pop("seconds"),
-            }
-            payload.update(d)
-            payload["warnings"] = warn_lines
-            print(json.dumps(payload, default=str))
+            try:
+                model = _load_file_model(args) if explicit else _load(mf, args.model, {**single, **mc},
+                                                                      strict=args.strict)
+                point0 = {k: v[0] for k, v in prop_ranges.items()}
+                compiled = model.compile_properties(ctx, errors="keep", constants=point0)
+                if not explicit and any(p.error is None for p in compiled):
+                    model.built  # build once; its warnings (deadlocks) belong to every answer
+                build_error = None
+            except ExactqError as exc:
+                build_error = _one_line(exc)
+        build_warnings = early + [str(w.message) for w in caught]
+        show_warnings(build_warnings)
+        if build_error is not None:
+            if not model_ranges:
+                raise _OneLine(build_error)
+            for node, where, index in ctx.items:
+                error_entry(args.model, node.text, node.name, build_error, dict(mc), build_warnings)
             continue
-        bits = [f"method {result.method}"]
-        if result.error_estimate is not None:
-            bits.append(f"error estimate {result.error_estimate:.2e}")
-        bits.append(f"{result.n_states} states, {info.get('n_transitions')} transitions")
-        bits.append(f"build {info.get('build_seconds', 0.0):.3g} s, solve {info.get('solve_seconds', 0.0):.3g} s")
-        name = info.get("property_name")
-        label = f'"{name}": ' if name else ""
-        print(f"{label}{result.measure} = {_fmt_value(result.value)}  ({', '.join(bits)})")
-        for key in ("infinite", "filter"):
-            if key in info:
-                print(f"  {key}: {info[key]}")
+        for pc in expand_ranges(prop_ranges):
+            point = {**mc, **pc}
+            for item in ctx.items:
+                sub = dataclasses.replace(ctx, items=[item], declaration_errors=[])
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    try:
+                        result, = check_properties(model, sub, strict=args.strict, errors="keep", solver=solver,
+                                                   constants=dict(pc), check_constants=False)
+                    except ExactqError as exc:  # e.g. a --const that nothing uses
+                        raise _OneLine(_one_line(exc)) from None
+                lines = build_warnings + [str(w.message) for w in caught]
+                show_warnings(lines[len(build_warnings):])
+                if result.method == "error":
+                    error_entry(args.model, result.measure, result.info.get("property_name"), result.info["error"],
+                                point if experiment else {}, lines)
+                    continue
+                if experiment:
+                    result.info["constants"] = point
+                entries.append(("result", (model, result, point if experiment else {}, lines)))
+                if not args.json:
+                    _emit_prism_text(result, point if experiment else {})
+    if args.json:
+        docs = [_prism_json(args, payload) if kind == "result" else payload for kind, payload in entries]
+        for d in docs:
+            if not d.get("constants"):
+                d.pop("constants", None)
+        print(json.dumps(docs if many else docs[0], default=str))
+    return EXIT_USAGE if failed else 0
+
+
+class _OneLine(_UsageError):
+    """A whole-run error of a PRISM check, already one line (printed as ``exactq: error: ...``, exit 2)."""
+
+
+def _one_line(exc) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _fmt_constants(constants: dict) -> str:
+    return ",".join(f"{k}={_fmt_value(v)}" for k, v in constants.items())
+
+
+def _fmt_prism_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return _fmt_value(v)
+
+
+def _prism_json(args, payload) -> dict:
+    model, result, constants, warn_lines = payload
+    d = result.to_dict()
+    info = d.get("info", {})
+    out = {
+        "model": getattr(model, "path", args.model),
+        "params": _params_json(model),
+        "property": info.get("property_name"),  # the property's name, as before (the text is "measure")
+        "name": info.pop("property_name", None),
+        "measure": d.pop("measure"),
+        "method": d.pop("method"),
+        "value": d.pop("value"),
+        "lower": d.pop("lower"),
+        "upper": d.pop("upper"),
+        "n_states": d.pop("n_states"),
+        "n_transitions": info.pop("n_transitions", None),
+        "build_seconds": info.pop("build_seconds", None),
+        "solve_seconds": info.pop("solve_seconds", None),
+        "seconds": d.pop("seconds"),
+    }
+    if constants:
+        out["constants"] = constants
+    out.update(d)
+    out["warnings"] = warn_lines
+    return out
+
+
+def _emit_prism_text(result, constants: dict) -> None:
+    d = result.to_dict()
+    info = d.get("info", {})
+    bits = [f"method {result.method}"]
+    if result.error_estimate is not None:
+        bits.append(f"error estimate {result.error_estimate:.2e}")
+    bits.append(f"{result.n_states} states, {info.get('n_transitions')} transitions")
+    bits.append(f"build {info.get('build_seconds', 0.0):.3g} s, solve {info.get('solve_seconds', 0.0):.3g} s")
+    name = info.get("property_name")
+    label = f'"{name}": ' if name else ""
+    where = f"{_fmt_constants(constants)}: " if constants else ""
+    print(f"{where}{label}{result.measure} = {_fmt_prism_value(result.value)}  ({', '.join(bits)})")
+    for key in ("infinite", "filter"):
+        if key in info:
+            print(f"  {key}: {info[key]}")
+    if "states" in info:
+        print(f"  states: {' '.join(info['states']) or 'none'}")
+    if "printed" in info:
+        for state, value in info["printed"]:
+            print(f"  {state}: {_fmt_prism_value(value)}")
 
 
 def _cmd_export(args) -> None:
@@ -487,9 +731,11 @@ def _cmd_export(args) -> None:
                               "chain)")
         if not getattr(model, "is_infinite", False) and args.truncation is not None:
             raise _UsageError(f"model {model.name} is finite; --truncation does not apply")
+        _require_export_size(model, factory, args.truncation)
         chain = getattr(model, factory)(args.truncation)
         name = model.name
     prefix = args.out or name
+    _require_export_folder(prefix)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.format == "mtx":
@@ -506,6 +752,37 @@ def _cmd_export(args) -> None:
             print(f)
 
 
+def _require_export_size(model, factory: str, truncation) -> None:
+    """The exported chain's states (the model's ``<factory>_size``), checked against the memory budget first."""
+    from .budget import require_states
+    from .options import check_truncation
+
+    check_truncation(truncation)
+    size = getattr(model, f"{factory}_size", None)
+    if not callable(size):
+        return
+    try:
+        n = size(truncation)
+    except (TypeError, ValueError):
+        return
+    what = f"the chain of {model.name}" + (f" at --truncation {truncation}" if truncation is not None else "")
+    require_states(n, what, hint="lower the truncation" if truncation is not None else "lower the size parameters")
+
+
+def _require_export_folder(prefix: str) -> None:
+    """The folder of ``--out PREFIX`` must exist and be writable (one line naming it, not an OSError)."""
+    import os
+
+    from .errors import FileError
+
+    folder = os.path.dirname(prefix) or "."
+    if not os.path.isdir(folder):
+        why = "does not exist" if not os.path.exists(folder) else "is not a folder"
+        raise FileError(f"cannot write {prefix}: --out's folder {folder} {why}")
+    if not os.access(folder, os.W_OK):
+        raise FileError(f"cannot write {prefix}: --out's folder {folder} is not writable")
+
+
 def _cmd_reproduce(args) -> None:
     from .reproduce import reproduce, reproduction_names
 
@@ -516,27 +793,62 @@ def _cmd_reproduce(args) -> None:
     print(reproduce(args.name, args.out, full=args.full))
 
 
-def main(argv=None) -> int:
-    """Entry point of the ``exactq`` script; returns the exit status."""
-    from .errors import ExactqError
+def _check_shared_options(args) -> None:
+    """The shared controls (``--tol``, ``--time-limit``, ``--truncation``, ``--workers``), validated once.
 
+    The same rules, by the same functions (:mod:`exactq.options`), as the Python API:
+    for ``solve``, ``check``, ``sweep`` and ``export``, model names and PRISM files alike.
+    """
+    from .options import check_controls
+
+    given = {k: getattr(args, k) for k in ("tol", "time_limit", "truncation", "workers")
+             if getattr(args, k, None) is not None}
+    check_controls(**given)
+
+
+def _input_of(argv) -> str:
+    """The command line, for the last line of defence (at most 160 characters)."""
+    import shlex
+
+    text = "exactq " + shlex.join([a for a in argv if a != "--debug"])
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``exactq`` script; returns the exit status.
+
+    Every user error is one line on stderr and exit 2: exactq's own errors, and, as a
+    last line of defence, the faults of the input that no check caught (a file that
+    cannot be read or written, an encoding, an arithmetic overflow, too deep a nesting,
+    memory exhausted), each naming the input. ``internal error`` (exit 3) is left for
+    genuine bugs.
+    """
+    from .errors import ExactqError, file_error
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser()
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    debug = "--debug" in argv
+
+    def fail(message: str) -> int:
+        print(f"exactq: error: {_one_line(message) or 'unknown error'}", file=sys.stderr)
+        return EXIT_USAGE
+
     try:
         args, extra = parser.parse_known_args(argv)
         # key=value parameters may also follow the options (solve ... --measure M k=2)
         if extra and args.command == "solve" and all(_KV.match(e) and not e.startswith("-") for e in extra):
             args.params = list(args.params) + extra
+        elif extra and args.command == "check" and not any(e.startswith("-") for e in extra):
+            args.args = list(args.args) + extra  # parameters and properties may follow the options too
         elif extra:
             raise _UsageError(f"unrecognized arguments: {' '.join(extra)}")
+        _check_shared_options(args)
         status = {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
                   "reproduce": _cmd_reproduce, "sweep": _cmd_sweep, "plot": _cmd_plot}[args.command](args)
     except _UsageError as e:
-        print(f"exactq: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(str(e))
     except ExactqError as e:
-        print(f"exactq: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(str(e) or type(e).__name__)
     except KeyboardInterrupt:
         print("exactq: interrupted", file=sys.stderr)
         return 130
@@ -545,11 +857,35 @@ def main(argv=None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    # the last line of defence: faults of the input that no check caught, one line naming it
+    except MemoryError as e:
+        if debug:
+            raise
+        return fail(f"out of memory running {_input_of(argv)} ({str(e) or 'MemoryError'}); lower the sizes of the "
+                    "input, or set EXACTQ_MEMORY_BUDGET so that exactq refuses it before allocating")
+    except RecursionError:
+        if debug:
+            raise
+        return fail(f"the input of {_input_of(argv)} is nested too deeply (Python's recursion limit "
+                    f"{sys.getrecursionlimit()}); simplify the nested expression")
+    except UnicodeError as e:
+        if debug:
+            raise
+        return fail(f"cannot decode the input of {_input_of(argv)}: {e}")
+    except OSError as e:
+        if debug:
+            raise
+        return fail(str(file_error(e, "read or write")))
+    except ArithmeticError as e:  # OverflowError, ZeroDivisionError, FloatingPointError
+        if debug:
+            raise
+        return fail(f"arithmetic failure ({type(e).__name__}: {e}) computing {_input_of(argv)}; the parameters are "
+                    "outside the range this method handles (another --method may)")
     except Exception as e:  # an internal error: still one line unless --debug
         if debug:
             raise
-        print(f"exactq: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
-              file=sys.stderr)
+        print(f"exactq: internal error: {type(e).__name__}: {_one_line(str(e))} (rerun with --debug for the "
+              "traceback)", file=sys.stderr)
         return EXIT_INTERNAL
     return status or 0
 

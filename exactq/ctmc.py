@@ -414,7 +414,9 @@ def build_dtmc(
 
     Each event gives, per state, a *probability* and a target. In every state the
     probabilities must sum to at most 1; the rest (and the probability of targets
-    outside a truncated space, reported as ``cut_prob``) stays in the state.
+    outside a truncated space, reported as ``cut_prob``) stays in the state, unless it
+    is below ``1e-12`` (the rounding of probabilities that sum to 1, which must not
+    become a transition of the graph).
 
     Examples
     --------
@@ -433,6 +435,7 @@ def build_dtmc(
         i = int(np.argmax(out))
         raise ModelError(f"transition probabilities out of state {space.format_state(i)} sum to {out[i]:.6g} > 1")
     stay = np.clip(1.0 - out, 0.0, None)
+    stay[stay <= 1e-12] = 0.0  # rounding (ten updates of 0.1 sum to 1 - 1.1e-16) is not a self-loop
     diag = np.arange(n)
     P = sp.csr_matrix((np.concatenate([val, stay]), (np.concatenate([src, diag]), np.concatenate([dst, diag]))),
                       shape=(n, n))

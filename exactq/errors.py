@@ -18,6 +18,8 @@ __all__ = [
     "TruncationError",
     "ReducibleError",
     "QuerySyntaxError",
+    "NonFiniteError",
+    "FileError",
     "ConvergenceWarning",
     "AccuracyWarning",
 ]
@@ -57,6 +59,40 @@ class ReducibleError(ExactqError):
 
 class QuerySyntaxError(ExactqError, SyntaxError):
     """A malformed property query or state expression (position and expected token)."""
+
+
+class NonFiniteError(ExactqError, ArithmeticError):
+    """A value is not a finite float64: it overflows the double range although finite, or a computation gave NaN.
+
+    The message names the quantity and, where it is known, its value at higher
+    precision (``E[W^200] = 7.88e+374``). A value that is infinite in exact arithmetic
+    (a divergent moment) is a result whose ``info["infinite"]`` says why, not this error.
+    """
+
+
+class FileError(ExactqError, OSError):
+    """A file or folder cannot be read or written; the message names the path and the reason."""
+
+
+def file_error(exc: OSError, action: str, path=None) -> FileError:
+    """A :class:`FileError` for ``exc``: ``cannot write /x/out.csv: the folder /x does not exist``.
+
+    Examples
+    --------
+    >>> str(file_error(FileNotFoundError(2, "No such file or directory", "/nope/t.csv"), "write"))
+    'cannot write /nope/t.csv: No such file or directory (the folder /nope does not exist)'
+    """
+    import errno
+    import os
+
+    where = str(path if path is not None else (exc.filename or "the file"))
+    why = exc.strerror or str(exc) or type(exc).__name__
+    folder = os.path.dirname(os.path.abspath(where))
+    if exc.errno == errno.ENOENT and action == "write" and not os.path.isdir(folder):
+        why += f" (the folder {folder} does not exist)"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and action == "write":
+        why += f" (is the folder {folder} read-only?)"
+    return FileError(f"cannot {action} {where}: {why}")
 
 
 class ConvergenceWarning(RuntimeWarning):

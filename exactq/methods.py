@@ -50,7 +50,8 @@ from typing import Any
 import numpy as np
 
 from .catalogue import MethodSpec, certify_representation, check_method_for, solve_representation
-from .errors import AccuracyWarning, NotApplicableError, SolverRefusal, TruncationError
+from .budget import BudgetError, require_states
+from .errors import AccuracyWarning, ModelError, NotApplicableError, SolverRefusal, TruncationError
 from .result import Estimate, Result
 from .truncation import Evaluation, difference, geometric_steps, grow, norm, tail_factor
 
@@ -58,8 +59,9 @@ __all__ = ["run", "Context", "boundary_evaluation"]
 
 #: the 50-digit re-solve of ``verify`` is refused above this many states
 VERIFY_MAX_STATES = 200_000
-#: the state budget of adaptive truncations
-MAX_STATES = 6_000_000
+#: no fixed state cap on adaptive truncations: the memory budget (exactq.budget) decides (a method may
+#: still set ``max_states`` where its cost is not memory, e.g. the dense QBD's phases)
+MAX_STATES = None
 #: options that steer an adaptive truncation (not passed to solvers)
 ADAPTIVE_CONTROLS = ("progress", "time_limit", "max_states", "start_level", "certify")
 
@@ -135,8 +137,16 @@ def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | 
         if others and "--method" not in text:  # a solver's refusal: say what else the model offers
             raise NotApplicableError(f"{text}; other methods of model {model.name}: {', '.join(others)}") from exc
         raise
+    except (TruncationError, BudgetError) as exc:
+        others = [m for m in type(model).methods if m != spec.name]
+        text = str(exc)
+        if others and "--method" not in text and "other methods" not in text and \
+                ("before its first level" in text or isinstance(exc, BudgetError)):  # nothing was solved
+            raise type(exc)(f"{text}; other methods of model {model.name}: {', '.join(others)}") from exc
+        raise
     result.seconds = time.perf_counter() - t0
-    return result
+    result.measure = result.measure or measure
+    return result.require_finite(f"{model.name} {measure}")  # NaN/inf is never passed off as a value
 
 
 # ---------------------------------------------------------------------------- single
@@ -248,6 +258,8 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
                 raise NotApplicableError(f"truncation applies to infinite models only; model {model.name} is finite")
             raise NotApplicableError(f"truncation does not apply to method {spec.name!r} for model {model.name}: its "
                              f"representation is exact, with nothing to truncate")
+        if spec.setting("unit", "states") == "states":
+            _require_finite_size(model, size)
         rep_final = build(None, None)
         sol_final = solve(rep_final, None)
         est = _as_estimate(measure_fn(measure, rep_final, sol_final))
@@ -281,6 +293,22 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
         functional = getattr(model, functional_name(evaluate_name), None)
         est = _certify(model, measure, rep_final, sol_final, est, functional, info)
     return _result(label, est, sol_final, rep_final, info)
+
+
+def _require_finite_size(model, size) -> None:
+    """A finite model's chain, predicted by its ``size`` hook (``size(None)``), checked against the memory budget."""
+    if not callable(size):
+        return
+    try:
+        n = size(None)
+    except (TypeError, ValueError, ModelError):  # the model sizes truncations only
+        return
+    if n is None:
+        return
+    params = ", ".join(f"{k}={v}" for k, v in model.params().items() if isinstance(v, int) and not
+                       isinstance(v, bool) and v > 1)
+    require_states(n, f"the chain of {model.name}" + (f" ({params})" if params else ""),
+                   hint="lower the size parameters")
 
 
 def functional_name(evaluate_name: str) -> str:

@@ -6,16 +6,21 @@
 :func:`plot_file` is ``exactq plot``. :func:`draw_series` draws one line with its
 band on any ``Axes``, for the reproductions' own figures.
 
-Rows whose ``status`` is not ``ok`` are left out. The lines are the groups of rows
-that share ``hue`` and every other parameter column that varies in the table (so a
-two-parameter sweep plotted against one gives one line per value of the other), each
-sorted by ``x``. When ``y`` is ``value`` (or a component ``value_i``) and the table
-has ``lower``/``upper`` (``lower_i``/``upper_i``), they are drawn as a shaded band.
+Rows whose ``status`` is not ``ok`` are left out, and so are rows whose ``x`` or ``y``
+is not a finite number (NaN, inf, empty), each with a warning that counts them; a
+point left out of a line is a gap in it (the line is broken there, not drawn across).
+The lines are the groups of rows that share ``hue`` and every other parameter column
+that varies in the table (so a two-parameter sweep plotted against one gives one line
+per value of the other), each sorted by ``x``. When ``y`` is ``value`` (or a
+component ``value_i``) and the table has ``lower``/``upper`` (``lower_i``/``upper_i``),
+they are drawn as a shaded band. A table with two columns of one name is refused (which
+one would be drawn is ambiguous).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -47,6 +52,10 @@ def _rows(table: Any) -> tuple[list[dict], str]:
         rows = read_table(table)
     elif hasattr(table, "to_dict") and hasattr(table, "columns"):
         name = "the table"
+        cols = [str(c) for c in table.columns]
+        if len(set(cols)) != len(cols):
+            dup = next(c for c in cols if cols.count(c) > 1)
+            raise ModelError(f"the table has two columns named {dup!r}; which one to draw is ambiguous")
         frame = table.astype(object).where(table.notna(), None)
         rows = frame.to_dict("records")
     else:
@@ -64,8 +73,9 @@ def draw_series(ax, x: Sequence[float], y: Sequence[float], lower: Sequence[floa
                 **line_kw):
     """Draw one line and, when ``lower`` and ``upper`` are given, its band.
 
-    Points are sorted by ``x``; a band is drawn where both bounds are finite numbers.
-    Returns the line (a matplotlib ``Line2D``).
+    Points are sorted by ``x``; a ``y`` that is not a finite number breaks the line
+    there (matplotlib draws no segment to a NaN). A band is drawn where both bounds are
+    finite numbers. Returns the line (a matplotlib ``Line2D``).
 
     Examples
     --------
@@ -76,7 +86,8 @@ def draw_series(ax, x: Sequence[float], y: Sequence[float], lower: Sequence[floa
     ([1, 2], [1.0, 4.0], 1)
     """
     order = sorted(range(len(x)), key=lambda i: x[i])
-    xs, ys = [x[i] for i in order], [y[i] for i in order]
+    xs = [x[i] for i in order]
+    ys = [y[i] if _is_number(y[i]) else math.nan for i in order]  # a missing value is a gap, not a join
     (line,) = ax.plot(xs, ys, label=label, marker=marker, **line_kw)
     if lower is not None and upper is not None:
         lo, hi = [lower[i] for i in order], [upper[i] for i in order]
@@ -137,10 +148,22 @@ def plot_table(table: Any, *, x: str, y: str = "value", hue: str | None = None, 
             if col == "value" and "value_1" in columns:
                 hint = " (a vector measure: use value_1, value_2, ...)"
             raise ModelError(f"--{what} {col}: no such column in {name}{hint}; columns: {', '.join(columns)}")
-    ok = [r for r in rows if r.get("status", "ok") == "ok" and _is_number(r.get(x)) and _is_number(r.get(y))]
+    good = [r for r in rows if r.get("status", "ok") == "ok" and _is_number(r.get(x))]
+    ok = [r for r in good if _is_number(r.get(y))]
+    failed = sum(1 for r in rows if r.get("status", "ok") != "ok")
+    no_x = len(rows) - failed - len(good)
+    no_y = len(good) - len(ok)
     if not ok:
         hint = " (a vector measure: use value_1, value_2, ...)" if y == "value" and "value_1" in columns else ""
         raise ModelError(f"{name} has no row with status ok and numbers in {x} and {y}{hint}")
+    if failed:
+        warnings.warn(f"{name}: {failed} row{'s' * (failed != 1)} whose status is not ok left out", UserWarning,
+                      stacklevel=2)
+    for count, col, what in ((no_x, x, "x"), (no_y, y, "y")):
+        if count:
+            warnings.warn(f"{name}: {count} row{'s' * (count != 1)} with status ok left out: {what} ({col}) is not a "
+                          "finite number (NaN, inf or empty)" + ("; the lines break there" if what == "y" else ""),
+                          UserWarning, stacklevel=2)
     if logx and any(r[x] <= 0 for r in ok):
         raise ModelError(f"--logx: {x} must be > 0 in every row")
     if logy and any(r[y] <= 0 for r in ok):
@@ -153,6 +176,9 @@ def plot_table(table: Any, *, x: str, y: str = "value", hue: str | None = None, 
     groups: dict = {}
     for r in ok:
         groups.setdefault(tuple(r.get(k) for k in keys), []).append(r)
+    for r in good:  # a row without a finite y is a gap in its line (drawn as NaN)
+        if not _is_number(r.get(y)) and tuple(r.get(k) for k in keys) in groups:
+            groups[tuple(r.get(k) for k in keys)].append(r)
     if y == "value" or y.startswith("value_"):
         suffix = y[len("value"):]
         lo_col, hi_col = f"lower{suffix}", f"upper{suffix}"

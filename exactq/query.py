@@ -23,10 +23,13 @@ runs them on a model, truncating infinite ones adaptively.
 
 PRISM's property forms (:mod:`exactq.prism.properties` reads them, in PRISM's syntax,
 on PRISM models) use the same classes and a few more: :class:`Until` with a lower
-bound (``F[t1,t2]``, ``F>=t``, ``a U[t1,t2] b``), :class:`Globally` (``G<=t``),
-:class:`Next` (``X``), :class:`RewardQuery` (``R{"r"}=? [ S | C<=t | I=t | F b ]``, on
-the :class:`RewardStructure` of a chain) and :class:`Filter` (``filter(op, q, states)``).
-The native language parsed here is unchanged.
+bound (``F[t1,t2]``, ``F>=t``, ``a U[t1,t2] b``) or negated (``a W b`` and ``a R b``
+are complements of an until), :class:`Globally` (``G<=t``), :class:`Next` (``X``),
+:class:`RewardQuery` (``R{"r"}=? [ S | C | C<=t | I=t | F b ]``, on the
+:class:`RewardStructure` of a chain), :class:`Threshold` (``P>=0.9 [ ... ]``: true or
+false per state), :class:`Formula` (arithmetic over nested operators,
+``1 - P=? [ ... ]``) and :class:`Filter` (``filter(op, prop, states)``). The native
+language parsed here is unchanged.
 
 References
 ----------
@@ -56,6 +59,8 @@ __all__ = [
     "Next",
     "RewardQuery",
     "Filter",
+    "Threshold",
+    "Formula",
     "RewardStructure",
     "REWARD_KINDS",
     "FILTER_OPS",
@@ -95,7 +100,9 @@ class Until:
     """``P=? [ left U[lower_bound, time_bound] right ]`` (``time_bound`` None: unbounded above).
 
     ``P=? [ F b ]`` parses to ``Until(true, b, None)``; ``F>=t b`` has ``lower_bound = t``
-    and ``time_bound = None``. In a DTMC the bounds count steps.
+    and ``time_bound = None``. In a DTMC the bounds count steps. With ``negated`` the
+    value is ``1 - P(left U right)``: PRISM's weak until and release,
+    ``a W b = !((a & !b) U (!a & !b))`` and ``a R b = !(!a U !b)``, bounds included.
     """
 
     left: Expression
@@ -103,6 +110,7 @@ class Until:
     time_bound: float | None = None
     text: str = field(default="", compare=False)
     lower_bound: float = 0.0
+    negated: bool = False
     kind: ClassVar[str] = "until"
 
     @property
@@ -162,13 +170,13 @@ class Next:
         return self.text or f"P=? [ X {self.expr.text} ]"
 
 
-#: the reward formulas of :class:`RewardQuery`
-REWARD_KINDS = ("steady", "cumulative", "instantaneous", "reachability")
+#: the reward formulas of :class:`RewardQuery` (``total``: PRISM's ``C``, the reward of the whole path)
+REWARD_KINDS = ("steady", "cumulative", "instantaneous", "reachability", "total")
 
 
 @dataclass(frozen=True)
 class RewardQuery:
-    """``R{"reward"}=? [ S ]``, ``[ C<=time ]``, ``[ I=time ]`` or ``[ F target ]``.
+    """``R{"reward"}=? [ S ]``, ``[ C<=time ]``, ``[ C ]``, ``[ I=time ]`` or ``[ F target ]``.
 
     ``reward`` names a reward structure (``None``: the first one); ``kind`` is one of
     :data:`REWARD_KINDS`. In a DTMC ``time`` counts steps.
@@ -191,21 +199,26 @@ class RewardQuery:
         r = "" if self.reward is None else f'{{"{self.reward}"}}'
         body = {"steady": "S", "cumulative": f"C<={self.time:g}" if self.time is not None else "C",
                 "instantaneous": f"I={self.time:g}" if self.time is not None else "I",
-                "reachability": f"F {self.target.text if self.target is not None else ''}"}[self.kind_of]
+                "reachability": f"F {self.target.text if self.target is not None else ''}",
+                "total": "C"}[self.kind_of]
         return f"R{r}=? [ {body} ]"
 
 
-#: the operators of :class:`Filter` (PRISM's, less the boolean and per-state ones)
-FILTER_OPS = ("min", "max", "avg", "sum", "first", "state", "range")
+#: the operators of :class:`Filter` (PRISM's): one value (min ... state), or per state (argmin, argmax, print)
+FILTER_OPS = ("min", "max", "avg", "sum", "first", "state", "range", "count", "forall", "exists", "argmin", "argmax",
+              "print", "printall")
 
 
 @dataclass(frozen=True)
 class Filter:
-    """``filter(op, query, states)``: ``op`` over the per-state values of ``query`` on ``states``.
+    """``filter(op, prop, states)``: ``op`` over the per-state values of ``prop`` on ``states``.
 
-    ``states`` None means every state. PRISM's default for a query without a filter
-    is the value at the single initial state (``state`` over ``"init"``), or the
-    ``range`` over several initial states.
+    ``query`` is a query or a :class:`Formula`; ``states`` None means every state.
+    ``argmin``/``argmax`` give the set of states where the minimum/maximum is reached,
+    ``print``/``printall`` the values themselves (a filter that only reports them).
+    PRISM's default for a property without a filter is the value at the single
+    initial state (``state`` over ``"init"``), the ``range`` over several initial
+    states, and ``forall`` over the initial states for a true/false property.
     """
 
     op: str
@@ -220,6 +233,46 @@ class Filter:
 
     def __str__(self) -> str:
         return self.text or f"filter({self.op}, {self.query})"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """``P~p [ ... ]``, ``S~p [ ... ]``, ``R~r [ ... ]``: per state, whether ``query``'s value compares with ``bound``.
+
+    ``relation`` is one of ``<``, ``<=``, ``>``, ``>=``. Probability bounds 0 and 1 are
+    decided by graph analysis (the states with probability exactly 0 or 1), never by
+    comparing a rounded value (PRISM's precomputation).
+    """
+
+    query: object
+    relation: str
+    bound: float
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "threshold"
+
+    def __post_init__(self):
+        if self.relation not in ("<", "<=", ">", ">="):
+            raise ModelError(f"a threshold relation must be one of <, <=, >, >=; got {self.relation!r}")
+
+    def __str__(self) -> str:
+        return self.text or f"{self.query} {self.relation} {self.bound:g}"
+
+
+@dataclass(frozen=True, eq=False)
+class Formula:
+    """A state formula or arithmetic expression over nested queries (``1 - P=? [ ... ]``), per state.
+
+    ``expr`` is evaluated by the checker (``expr.on_chain(chain, checker)``); ``type`` is
+    ``bool``, ``int`` or ``double``.
+    """
+
+    expr: object
+    type: str
+    text: str = field(default="", compare=False)
+    kind: ClassVar[str] = "formula"
+
+    def __str__(self) -> str:
+        return self.text or str(self.expr)
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,7 +300,8 @@ class RewardStructure:
         return self.state if self.transition is None else self.state + self.transition
 
 
-Query = Union[SteadyProbability, SteadyExpectation, Until, ExpectedTime, Globally, Next, RewardQuery, Filter]
+Query = Union[SteadyProbability, SteadyExpectation, Until, ExpectedTime, Globally, Next, RewardQuery, Filter, Threshold,
+              Formula]
 
 _OPERATORS = ("S", "E", "P", "T")
 
@@ -408,7 +462,7 @@ def parse_query(text: str) -> Query:
     True
     """
     if isinstance(text, (SteadyProbability, SteadyExpectation, Until, ExpectedTime, Globally, Next, RewardQuery,
-                         Filter)):
+                         Filter, Threshold, Formula)):
         return text
     if not isinstance(text, str):
         raise ModelError(f"query must be a string; got {type(text).__name__}")

@@ -86,6 +86,63 @@ class Result:
             raise TypeError(f"measure {self.measure!r} is a vector; use .value")
         return float(self.value)
 
+    def nonfinite(self) -> str | None:
+        """Why ``value`` is not a finite number, or ``None`` when it is (or is infinite for a stated reason).
+
+        A value is accepted when every number in it is finite; ``+inf`` also when the
+        result says why the exact value is infinite (``info["infinite"]``, or
+        ``info["reached_surely"] is False`` for an expected time): a divergent moment or
+        an unreachable target. NaN is never a value. Booleans and strings are not
+        numbers and pass.
+
+        Examples
+        --------
+        >>> Result(value=1.5, method="m").nonfinite() is None
+        True
+        >>> Result(value=[1.0, float("nan")], method="m").nonfinite()
+        'component 2 is nan'
+        >>> Result(value=float("inf"), method="m", info={"infinite": "a Pareto tail"}).nonfinite() is None
+        True
+        """
+        values = self.value if isinstance(self.value, (list, tuple, np.ndarray)) else [self.value]
+        declared = bool(self.info.get("infinite")) or self.info.get("reached_surely") is False \
+            if isinstance(self.info, dict) else False
+        for i, v in enumerate(np.ravel(np.asarray(values, dtype=object)), 1):
+            if isinstance(v, (bool, np.bool_, str)) or v is None:
+                continue
+            try:
+                x = float(v)
+            except (TypeError, ValueError, OverflowError):
+                continue
+            if np.isfinite(x) or (x == np.inf and declared):
+                continue
+            where = "" if len(values) == 1 and not isinstance(self.value, (list, tuple, np.ndarray)) else \
+                f"component {i} is "
+            return f"{where}{x!r}"
+        return None
+
+    def require_finite(self, what: str = "") -> "Result":
+        """Return ``self``, or raise :class:`~exactq.errors.NonFiniteError` naming ``what`` when :meth:`nonfinite`.
+
+        Examples
+        --------
+        >>> Result(value=float("inf"), method="m", measure="mean").require_finite("mm1 mean")
+        Traceback (most recent call last):
+        ...
+        exactq.errors.NonFiniteError: mm1 mean: method m gave inf, not a finite number (an overflow or a failed \
+solve; the exact value is not known to be infinite)
+        """
+        why = self.nonfinite()
+        if why is None:
+            return self
+        from .errors import NonFiniteError
+
+        name = what or self.measure or "the value"
+        est = "" if self.error_estimate is None or np.isfinite(self.error_estimate) else \
+            f", error estimate {self.error_estimate!r}"
+        raise NonFiniteError(f"{name}: method {self.method} gave {why}{est}, not a finite number (an overflow or a "
+                             "failed solve; the exact value is not known to be infinite)")
+
     def to_dict(self) -> dict:
         """JSON-ready dictionary of every field."""
         return _plain(

@@ -63,9 +63,11 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .errors import ExactqError, ModelError, NotApplicableError
+from .budget import as_size, require_memory
+from .errors import ExactqError, FileError, ModelError, NotApplicableError, file_error
+from .options import CONTROLS, check_tol, check_workers
 
 __all__ = ["sweep", "parse_spec", "read_table", "write_table", "Study", "run_point", "run_batch", "TABLE_COLUMNS"]
 
@@ -77,6 +79,11 @@ SPECIAL_AXES = ("method", "measure")
 #: columns holding a value that may be a vector (one column per component in CSV/Parquet)
 VECTOR_COLUMNS = ("value", "lower", "upper")
 FORMATS = (".csv", ".json", ".parquet")
+#: memory one point of a sweep holds while it runs: its task, its key and its row (measured 1.4 KiB on a
+#: one-parameter jsq study; the final table doubles the row)
+POINT_BYTES = 2048
+#: memory one value of a swept axis takes (a float in an array, then in a list)
+AXIS_VALUE_BYTES = 40
 _INT_KINDS = ("int", "int_or_inf")
 _FLOAT_KINDS = ("float", "float_or_inf")
 
@@ -161,6 +168,7 @@ def parse_spec(name: str, spec: Any, kind: str | None = None) -> list:
         raise ModelError(f"--over {name}={spec}: a log grid needs start > 0 and stop > 0")
     if num == 1 and start != stop:
         raise ModelError(f"--over {name}={spec}: num = 1 needs start = stop")
+    require_memory(num * AXIS_VALUE_BYTES, f"--over {name}={spec}: {num:.3g} values", hint="use a smaller num")
     grid = np.geomspace(start, stop, num) if log else np.linspace(start, stop, num)
     if kind in _INT_KINDS:
         out: list = []
@@ -171,6 +179,32 @@ def parse_spec(name: str, spec: Any, kind: str | None = None) -> list:
                 out.append(int(round(v)))
         return out
     return [_round15(float(v)) for v in grid]
+
+
+def spec_length(name: str, spec: Any) -> int:
+    """The number of values a specification gives (at most: a geometric integer grid drops duplicates), cheaply.
+
+    Nothing is materialised, so that a study's grid can be priced before it is built.
+
+    Examples
+    --------
+    >>> spec_length("arrival_rate", "0.1:0.9:100000000"), spec_length("service_rates", "1,1|1,2")
+    (100000000, 2)
+    """
+    if not isinstance(spec, str):
+        try:
+            return len(spec)
+        except TypeError:
+            raise ModelError(f"--over {name}: a grid is a string start:stop:num or a list of values; "
+                             f"got {type(spec).__name__}") from None
+    text = spec.strip()
+    if "|" in text or ":" not in text:
+        return len(text.split("|"))
+    parts = [p.strip() for p in text.split(":")]
+    num = _number(parts[2]) if len(parts) in (3, 4) else None
+    if not isinstance(num, int) or num < 1:
+        parse_spec(name, spec)  # the one-line error of a malformed grid
+    return int(num)
 
 
 def _text(x: Any) -> str:
@@ -253,15 +287,25 @@ class Study:
         if not items:
             raise ModelError("sweep needs at least one swept parameter (--over NAME=SPEC)")
         fixed = dict(fixed or {})
-        self.axes: list[tuple[str, list]] = []
+        seen: list[str] = []
+        lengths = []
         for name, spec in items:
             if name not in params and name not in SPECIAL_AXES:
                 raise ModelError(f"--over {name}: unknown parameter {name!r} for model {model}; "
                                  f"valid: {', '.join(list(params) + list(SPECIAL_AXES))}")
             if name in fixed:
                 raise ModelError(f"parameter {name} is both fixed ({name}={fixed[name]}) and swept")
-            if any(name == a for a, _ in self.axes):
+            if name in seen:
                 raise ModelError(f"--over {name} given twice")
+            seen.append(name)
+            lengths.append(spec_length(name, spec))
+        # the grid is priced (a product of lengths) before any axis is built: one row per point is kept
+        total = math.prod(lengths)
+        require_memory(as_size(total) * POINT_BYTES, f"the sweep's grid ({' x '.join(map(str, lengths))} = "
+                       f"{as_size(total):.3g} points, {POINT_BYTES} B each)", hint="sweep fewer points, or split "
+                       "the study into several tables")
+        self.axes: list[tuple[str, list]] = []
+        for name, spec in items:
             kind = params[name].kind if name in params else "str"
             self.axes.append((name, parse_spec(name, spec, kind)))
         for name in fixed:
@@ -278,11 +322,12 @@ class Study:
             if m not in valid_methods:
                 raise NotApplicableError(f"method {m!r} does not apply to model {model}; valid: {', '.join(valid_methods)}")
         self.method = method
-        if not (isinstance(tol, (int, float)) and 0 < tol < 1):
-            raise ModelError(f"tol must be in (0, 1); got {tol!r}")
-        self.tol = float(tol)
+        self.tol = check_tol(tol)
         self.options = dict(options or {})
         self.solve_options = dict(solve_options or {})
+        for key in ("truncation", "time_limit"):  # validated once for the study, as solve validates them
+            if key in self.solve_options:
+                self.solve_options[key] = CONTROLS[key](self.solve_options[key])
         self.param_names = [n for n, _ in self.axes if n not in SPECIAL_AXES] + list(self.fixed)
 
     @property
@@ -290,27 +335,34 @@ class Study:
         """The table's columns (vector components are added as results arrive)."""
         return [n for n, _ in self.axes if n not in SPECIAL_AXES] + list(self.fixed) + list(TABLE_COLUMNS)
 
-    def points(self) -> list[dict]:
-        """The tasks of the grid, in grid order (the last axis varies fastest)."""
+    @property
+    def size(self) -> int:
+        """The number of points: the product of the axes' lengths."""
+        return math.prod(len(v) for _, v in self.axes)
+
+    def points(self) -> Iterator[dict]:
+        """The tasks of the grid, in grid order (the last axis varies fastest), one at a time."""
         import itertools
 
         names = [n for n, _ in self.axes]
-        out = []
         for combo in itertools.product(*(v for _, v in self.axes)):
             chosen = dict(zip(names, combo))
             params = {n: chosen[n] for n in names if n not in SPECIAL_AXES}
             params.update(self.fixed)
-            out.append({"model": self.model, "params": params,
-                        "measure": chosen.get("measure", self.measure), "method": chosen.get("method", self.method),
-                        "tol": self.tol, "options": dict(self.options), "solve": dict(self.solve_options)})
-        return out
+            yield {"model": self.model, "params": params,
+                   "measure": chosen.get("measure", self.measure), "method": chosen.get("method", self.method),
+                   "tol": self.tol, "options": dict(self.options), "solve": dict(self.solve_options)}
+
+    def task_key(self, task: dict) -> tuple:
+        """:meth:`key` of a task."""
+        return self.key({**task["params"], "measure": task["measure"], "method": task["method"], "tol": task["tol"]})
 
     def key(self, row: dict) -> tuple:
         """What identifies a point: its parameters, measure, method and tol."""
         return (tuple(_norm(row.get(n)) for n in self.param_names), str(row.get("measure")),
                 str(row.get("method")), _norm(row.get("tol")))
 
-    def precheck(self, tasks: list[dict]) -> None:
+    def precheck(self, tasks: Iterable[dict]) -> None:
         """Reject method options that no point could use (bad input, not failed points)."""
         if not self.options:
             return
@@ -549,17 +601,9 @@ def read_table(path: str | Path) -> list[dict]:
     """
     path = Path(path)
     kind = _format(path)
+    if kind in (".json", ".csv"):  # a torn last row is dropped with a warning; other damage is one line
+        return _read_for_resume(path)[0]
     try:
-        if kind == ".json":
-            with open(path) as fh:
-                data = json.load(fh)
-            if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-                raise ModelError(f"{path}: a sweep table in JSON is an array of row objects")
-            return [_from_json(r) for r in data]
-        if kind == ".csv":
-            with open(path, newline="") as fh:
-                return [_gather({k: _csv_value(v, k) for k, v in r.items() if k is not None})
-                        for r in csv.DictReader(fh)]
         pd = _pandas("reading a .parquet table")
         frame = pd.read_parquet(path)
         rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
@@ -568,6 +612,103 @@ def read_table(path: str | Path) -> list[dict]:
         if isinstance(exc, ModelError):
             raise
         raise ModelError(f"cannot read the table {str(path)!r}: {_one_line(str(exc))}") from None
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse, in one line, an ``out`` whose folder is missing, not a folder, or not writable."""
+    folder = path.parent if str(path.parent) not in ("", ".") else Path(".")
+    if not folder.exists():
+        raise FileError(f"cannot write {str(path)!r}: the folder {str(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise FileError(f"cannot write {str(path)!r}: {str(folder)!r} is not a folder")
+    if not os.access(folder, os.W_OK):
+        raise FileError(f"cannot write {str(path)!r}: the folder {str(folder)!r} is not writable")
+    if path.exists() and (path.is_dir() or not os.access(path, os.W_OK)):
+        raise FileError(f"cannot write {str(path)!r}: " + ("it is a folder" if path.is_dir() else "it is read-only"))
+
+
+def _read_for_resume(path: Path) -> tuple[list[dict], list[str]]:
+    """The rows of an existing table and its columns, a torn last row dropped with a warning.
+
+    A study killed while it appends a row leaves the file without its final newline
+    (CSV) or without its closing bracket (JSON); that last row is dropped and its point
+    recomputed. Any other damage is an error naming the row.
+    """
+    kind = _format(path)
+    if kind == ".parquet":
+        rows = read_table(path)
+        return rows, _columns([_flat(r) for r in rows])
+    try:
+        with open(path, newline="") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise file_error(exc, "read", path) from None
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"cannot read the table {str(path)!r}: not UTF-8 text (byte {exc.start})") from None
+    if kind == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = _torn_json(path, text)
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise ModelError(f"{path}: a sweep table in JSON is an array of row objects")
+        rows = [_from_json(r) for r in data]
+        return rows, _columns(rows)
+    if text and not text.endswith("\n"):
+        cut = text.rfind("\n") + 1
+        warnings.warn(f"{path}: its last row was torn ({text[cut:][:40]!r}: the study was killed while writing it); "
+                      "it is dropped and its point recomputed", UserWarning, stacklevel=3)
+        text = text[:cut]
+    records = list(csv.reader(io.StringIO(text)))
+    if not records:
+        return [], []
+    header = records[0]
+    if len(set(header)) != len(header):
+        dup = next(c for c in header if header.count(c) > 1)
+        raise ModelError(f"{path}: column {dup!r} appears twice in the header; not a sweep table")
+    rows = []
+    for i, rec in enumerate(records[1:], 2):
+        if len(rec) != len(header):
+            raise ModelError(f"{path}: line {i} has {len(rec)} field{'s' * (len(rec) != 1)}, the header "
+                             f"{len(header)}; the table is damaged (repair or remove that line)")
+        rows.append(_gather({k: _csv_value(v, k) for k, v in zip(header, rec)}))
+    return rows, header
+
+
+def _torn_json(path: Path, text: str) -> list:
+    """The rows of a JSON table whose last row was torn (one row object per line, as :class:`TableWriter` writes)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() not in ("", "[", "]")]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line.rstrip(",")))
+        except json.JSONDecodeError:
+            if i != len(lines) - 1:
+                raise ModelError(f"cannot read the table {str(path)!r}: row {i + 1} is not JSON; the table is "
+                                 "damaged") from None
+            warnings.warn(f"{path}: its last row was torn ({line[:40]!r}: the study was killed while writing it); it "
+                          "is dropped and its point recomputed", UserWarning, stacklevel=4)
+    return rows
+
+
+def _header_mismatch(study: "Study", header: Sequence[str]) -> str | None:
+    """How a table's columns differ from the study's (``None`` when it is a sweep table of the study)."""
+    def base(c):
+        b, _, idx = c.rpartition("_")
+        return b if b in VECTOR_COLUMNS and idx.isdigit() else c
+
+    have = {base(c) for c in header}
+    want = set(study.columns)
+    if have == want:
+        return None
+    missing = [c for c in study.columns if c not in have]
+    extra = [c for c in dict.fromkeys(base(c) for c in header) if c not in want]
+    bits = []
+    if missing:
+        bits.append("missing columns: " + ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
+    if extra:
+        bits.append("foreign columns: " + ", ".join(extra[:6]) + (" ..." if len(extra) > 6 else ""))
+    return "; ".join(bits)
 
 
 def _pandas(why: str):
@@ -587,6 +728,13 @@ def write_table(path: str | Path, rows: list[dict], columns: Sequence[str] = ())
     path = Path(path)
     kind = _format(path)
     tmp = path.with_name(path.name + ".tmp")
+    try:
+        _write_table(path, tmp, kind, rows, columns)
+    except OSError as exc:
+        raise file_error(exc, "write", path) from None
+
+
+def _write_table(path: Path, tmp: Path, kind: str, rows: list[dict], columns: Sequence[str]) -> None:
     if kind == ".json":
         with open(tmp, "w") as fh:
             fh.write(_json_array(rows, columns))
@@ -649,6 +797,12 @@ class TableWriter:
 
     def add(self, rows: list[dict]) -> None:
         """Append the rows of one finished batch to the file."""
+        try:
+            self._add(rows)
+        except OSError as exc:
+            raise file_error(exc, "write", self.path) from None
+
+    def _add(self, rows: list[dict]) -> None:
         self.rows.extend(rows)
         if self.kind == ".csv":
             flat = [_flat(r) for r in rows]
@@ -787,24 +941,28 @@ def sweep(
         raise ModelError(f"backend must be one of serial, processes, dask; got {backend!r}")
     if scheduler is not None and backend != "dask":
         raise ModelError(f"scheduler applies to the dask backend; backend {backend!r} was chosen")
-    if workers is not None and (int(workers) != workers or workers < 1):
-        raise ModelError(f"workers must be an integer >= 1; got {workers!r}")
-    tasks = study.points()
-    if warm_start:
-        for t in tasks:
-            t["warm"] = True
-    study.precheck(tasks)
+    workers = check_workers(workers)
+    study.precheck(study.points())
     done: dict = {}
     foreign: list[dict] = []
     writer = None
     if out is not None:
         out = Path(out)
         _format(out)
+        _check_writable(out)
         if out.exists() and out.stat().st_size > 0:
-            for row in read_table(out):
+            rows_in_file, header = _read_for_resume(out)
+            mismatch = _header_mismatch(study, header)
+            if mismatch and not force:
+                raise ModelError(f"out {str(out)!r} is not a sweep table of this study ({mismatch}); choose another "
+                                 "file, or force (--force) to overwrite it")
+            if mismatch:
+                warnings.warn(f"out {str(out)!r} is not a sweep table of this study ({mismatch}); it is overwritten "
+                              "(force)", UserWarning, stacklevel=2)
+                rows_in_file = []
+            for row in rows_in_file:
                 done.setdefault(study.key(row), []).append(row)
-    grid_keys = [study.key({**t["params"], "measure": t["measure"], "method": t["method"], "tol": t["tol"]})
-                 for t in tasks]
+    grid_keys = [study.task_key(t) for t in study.points()]
     grid_set = set(grid_keys)
     kept: dict = {}
     for key, rows in done.items():
@@ -814,7 +972,14 @@ def sweep(
             ok = [r for r in rows if r.get("status") == "ok"]
             if ok:
                 kept[key] = ok[-1]
-    todo = [i for i, k in enumerate(grid_keys) if k not in kept]
+    todo: list[int] = []
+    tasks: list[dict] = []  # only the points still to solve are built as tasks
+    for i, (key, task) in enumerate(zip(grid_keys, study.points())):
+        if key not in kept:
+            if warm_start:
+                task["warm"] = True
+            todo.append(i)
+            tasks.append(task)
     if out is not None:
         writer = TableWriter(out, study.columns, [kept[k] for k in grid_keys if k in kept] + foreign)
     results: dict[int, dict] = {}
@@ -833,7 +998,7 @@ def sweep(
                       "skipped": len(kept), "elapsed": time.perf_counter() - t0, "rows": rows})
 
     try:
-        run_tasks([tasks[i] for i in todo], backend=backend, scheduler=scheduler, workers=workers,
+        run_tasks(tasks, backend=backend, scheduler=scheduler, workers=workers,
                   on_done=lambda idx, rows: finished([todo[j] for j in idx], rows))
     finally:
         if writer is not None:

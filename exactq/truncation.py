@@ -32,12 +32,15 @@ when ``b_k > tol``.
 
 Budgets
 -------
-Three budgets can end the growth before ``tol`` is reached: the number of states
-(``max_states``, checked before a level is built whenever the model can say its
-size), a wall-clock ``time_limit`` (the next level's time is predicted from the last
-two, and the level is not started if it would end past the limit), and the memory the
-next level would need (predicted from the peak memory per state of the last one,
-against what the machine has available). When one runs out the driver returns the
+Three budgets can end the growth before ``tol`` is reached: the memory the next level
+would need, a wall-clock ``time_limit`` (the next level's time is predicted from the
+last two, and the level is not started if it would end past the limit) and, where the
+caller sets one, a number of states (``max_states``). The memory is predicted before a
+level is built whenever the model can say its size: its states times the larger of
+:data:`exactq.budget.CHAIN_BYTES_PER_STATE` (a measured lower bound) and the peak
+memory per state of the last level, against :func:`exactq.budget.memory_budget` (a
+share of the memory available, or ``EXACTQ_MEMORY_BUDGET``): no fixed cap, a machine
+with more memory grows further. When one runs out the driver returns the
 last value with its error estimate, an :class:`AccuracyWarning` saying which budget
 stopped it, and ``info["truncation"]["stopped_by"]`` naming it; with ``strict`` it is a
 :class:`TruncationError` instead. Only a budget that runs out before the first level
@@ -53,7 +56,6 @@ and ``info["error_estimate_kind"]`` at the top level.
 from __future__ import annotations
 
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -61,6 +63,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .budget import CHAIN_BYTES_PER_STATE, as_size, format_bytes, memory_budget, require_memory
 from .errors import AccuracyWarning, ModelError, TruncationError
 
 __all__ = ["Truncation", "Evaluation", "Outcome", "grow", "tail_factor", "geometric_steps"]
@@ -196,7 +199,7 @@ def grow(
     fixed: Any = None,
     next_level: Callable | None = None,
     size: Callable[[Any], int] | None = None,
-    max_states: int = 6_000_000,
+    max_states: int | None = None,
     unit: str = "states",
     time_limit: float | None = None,
     strict: bool = False,
@@ -223,13 +226,14 @@ def grow(
         The growth policy (default :func:`geometric_steps`); ignored when ``start`` is
         ``None`` (the model grows its own sets).
     size : callable ``level -> int``, optional
-        The number of states a level would give, checked against ``max_states``
-        before building.
-    max_states : int
-        The budget (of ``size``, or of the representation's ``n_states``); beyond it
-        :class:`TruncationError` names the last change.
+        The number of states a level would give, checked against the memory budget
+        (and ``max_states``) before building.
+    max_states : int, optional
+        A cap on ``size`` (or on the representation's ``n_states``) for callers whose
+        cost is not memory (the dense QBD's phases); ``None``: only the memory budget.
     unit : str
-        What the budget counts, for messages (``"states"``, ``"phases per level"``).
+        What ``size`` counts (``"states"``, ``"phases per level"``); only states are
+        priced at :data:`exactq.budget.CHAIN_BYTES_PER_STATE` before the first level.
     time_limit : float, optional
         Wall-clock seconds for the whole growth (module docstring, *Budgets*).
     strict : bool
@@ -245,16 +249,15 @@ def grow(
     t0 = time.perf_counter()
     step = next_level or geometric_steps()
 
-    def check_size(level):
-        if level is not None and size is not None and size(level) > max_states:
-            return size(level)
-        return None
-
     if fixed is not None:
-        too_big = check_size(fixed)
-        if too_big is not None:
-            raise TruncationError(f"truncation {fixed} gives {too_big:.3g} {unit}, above the limit of {max_states}; "
-                                  "lower the truncation or tol, or use another method")
+        if size is not None and not isinstance(fixed, str):
+            need = as_size(size(fixed))
+            if max_states is not None and need > max_states:
+                raise TruncationError(f"truncation {fixed} gives {need:.3g} {unit}, above the limit of {max_states}; "
+                                      "lower the truncation or tol, or use another method")
+            if unit == "states":
+                require_memory(need * CHAIN_BYTES_PER_STATE, f"the chain at truncation {fixed} ({need:.3g} states, at "
+                               f"least {CHAIN_BYTES_PER_STATE} B each)", hint="lower the truncation")
         rep = build(fixed, None)
         _check_states(rep, max_states, unit)
         sol = solve(rep, None)
@@ -300,22 +303,22 @@ def grow(
 
     while True:
         if level is not None and size is not None:
-            need = size(level)
-            if need > max_states:
+            need = as_size(size(level))
+            if max_states is not None and need > max_states:
                 return out_of_budget("max_states", f"level {level} needs {need:.3g} {unit}, above the limit "
                                                    f"of {max_states}")
-            why = _predicted_overrun(history, need, t0, time_limit, base_memory)
+            why = _predicted_overrun(history, need, t0, time_limit, base_memory, unit, level)
             if why is not None:
                 return out_of_budget(*why)
         tb = time.perf_counter()
         rep = build(level, previous)
         build_seconds = time.perf_counter() - tb
         n = getattr(rep, "n_states", None)
-        if n is not None and n > max_states:
+        if n is not None and max_states is not None and n > max_states:
             del rep
             return out_of_budget("max_states", f"the next truncation has {n} {unit}, above the limit of {max_states}")
         if n is not None and (level is None or size is None):  # sets chosen by the model: predict once built
-            why = _predicted_overrun(history, n, t0, time_limit, base_memory)
+            why = _predicted_overrun(history, n, t0, time_limit, base_memory, unit, level)
             if why is not None:
                 del rep
                 return out_of_budget(*why)
@@ -376,34 +379,21 @@ def _peak_memory() -> int:
         return 0
 
 
-def _available_memory() -> int | None:
-    """Memory the machine can still give (MemAvailable), or None where unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover
-        return None
-
-
-def _predicted_overrun(history, need, t0, time_limit, base_memory):
+def _predicted_overrun(history, need, t0, time_limit, base_memory, unit="states", level=None):
     """``(budget, detail)`` if the next level (``need`` states) would overrun time or memory, else None.
 
     Time: the last level's seconds scaled by the growth in states to the power
-    observed between the last two levels (at least 1, at most 3). Memory: the peak
-    memory per state of the last level (above the process's memory at the start)
-    times ``need``, against the memory available now.
+    observed between the last two levels (at least 1, at most 3). Memory: ``need``
+    times the bytes per state, the larger of the last level's peak memory per state
+    (above the process's memory at the start) and, for states,
+    :data:`~exactq.budget.CHAIN_BYTES_PER_STATE` (the only prediction before the
+    first level), less what the last level already held, against
+    :func:`~exactq.budget.memory_budget`.
     """
-    if not history or not history[-1].get("n_states"):
-        return None
-    last = history[-1]
-    ratio = need / max(last["n_states"], 1)
-    if time_limit is not None:
+    last = history[-1] if history and history[-1].get("n_states") else None
+    where = f"level {level} ({need:.3g} {unit})" if level is not None else f"the next truncation ({need:.3g} {unit})"
+    if last is not None and time_limit is not None:
+        ratio = need / max(last["n_states"], 1)
         power = 1.0
         if len(history) >= 2 and history[-2].get("n_states") and last["n_states"] > history[-2]["n_states"]:
             growth = last["n_states"] / history[-2]["n_states"]
@@ -414,13 +404,19 @@ def _predicted_overrun(history, need, t0, time_limit, base_memory):
         if elapsed + predicted > time_limit:
             return ("time_limit", f"the next level ({need:.3g} states) would take about {predicted:.3g} s, "
                                   f"{elapsed:.3g} s of time_limit={time_limit:g} s being used")
-    used = last.get("peak_memory", 0) - base_memory
-    avail = _available_memory()
-    if used > 0 and avail is not None:
-        predicted = used * ratio
-        if predicted - used > avail:
-            return ("memory", f"the next level ({need:.3g} states) would need about {predicted / 2**30:.3g} GiB, "
-                              f"{avail / 2**30:.3g} GiB being available")
+    per_state = float(CHAIN_BYTES_PER_STATE) if unit == "states" else 0.0
+    used = 0
+    if last is not None:
+        used = max(last.get("peak_memory", 0) - base_memory, 0)
+        if used > 0:
+            per_state = max(per_state, used / max(last["n_states"], 1))
+    if per_state <= 0:
+        return None
+    budget = memory_budget()
+    predicted = need * per_state
+    if budget is not None and predicted - used > budget:  # what the last level held is there to reuse
+        return ("memory", f"{where} would need about {format_bytes(predicted)} ({per_state:.3g} B per state), "
+                          f"above the memory budget of {format_bytes(budget)} (EXACTQ_MEMORY_BUDGET changes it)")
     return None
 
 
@@ -432,7 +428,7 @@ def _released(rep):
 
 def _check_states(rep, max_states, unit):
     n = getattr(rep, "n_states", None)
-    if n is not None and n > max_states:
+    if n is not None and max_states is not None and n > max_states:
         raise TruncationError(f"the representation has {n} {unit}, above the limit of {max_states}")
 
 

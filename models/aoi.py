@@ -50,6 +50,7 @@ source paper. The independent check is the DTMC of (age, phase) truncated at an 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -58,7 +59,7 @@ from scipy.stats import binom
 
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_dtmc
-from exactq.errors import ModelError, NotApplicableError
+from exactq.errors import AccuracyWarning, ModelError, NonFiniteError, NotApplicableError
 from exactq.params import Param
 from exactq.representations import QBD
 from exactq.result import Result
@@ -98,6 +99,22 @@ def decoding_probability(codeword_bits: int, erasure_prob: float, bits: int) -> 
     if bits <= 0:
         return 1.0
     return float(binom.sf(bits - 1, codeword_bits, 1.0 - erasure_prob))
+
+
+def _log_decoding_probability(codeword_bits: int, erasure_prob: float, bits: int) -> float:
+    """``ln q(b)`` by a log-sum-exp of the binomial terms (no underflow where ``q(b)`` is below 1e-308).
+
+    Examples
+    --------
+    >>> bool(abs(_log_decoding_probability(10, 0.3, 8) - math.log(decoding_probability(10, 0.3, 8))) < 1e-12)
+    True
+    """
+    from scipy.special import gammaln, logsumexp
+
+    n, k = int(codeword_bits), np.arange(max(int(bits), 0), int(codeword_bits) + 1)
+    log_terms = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1) + k * math.log1p(-erasure_prob) + \
+        np.where(k < n, (n - k) * (math.log(erasure_prob) if erasure_prob > 0 else -np.inf), 0.0)
+    return float(logsumexp(log_terms))
 
 
 def parse_matrix(value) -> np.ndarray:
@@ -274,6 +291,42 @@ class AgeOfInformation(Model):
         q = lambda b: decoding_probability(self.codeword_bits, self.erasure_prob, b)  # noqa: E731
         return q(b_a), (None if b_d is None else q(b_d))
 
+    def require_resolvable(self, method: str, tol: float | None = None, strict: bool = False) -> None:
+        """Refuse (or warn) where float64 cannot hold the chain of the ``qbd`` and ``dtmc`` methods.
+
+        Their matrices store ``1 - q_A``; when ``q_A`` is below the double's resolution
+        ``eps`` it rounds to 1 and the chain looks null recurrent, although the model is
+        positive recurrent for every ``q_A > 0`` (what the closed form uses). Between
+        ``eps`` and ``eps / tol`` the chain holds ``q_A`` to a relative accuracy of about
+        ``eps / q_A`` only, which the mean age inherits: an :class:`AccuracyWarning`
+        (an error with ``strict``). So every method agrees on the stability condition
+        ``q_A > 0``, and none answers with a value it cannot resolve.
+
+        Examples
+        --------
+        >>> AgeOfInformation("actual", 10, 0.999999, actual_bits=8).require_resolvable("qbd")
+        Traceback (most recent call last):
+        ...
+        exactq.errors.NotApplicableError: the decoding probability of an actual update q_A = 4.5e-47 is below the \
+float64 resolution 2.2e-16 (1 - q_A rounds to 1), so the chain of the qbd method cannot hold it (the model is \
+positive recurrent: q_A > 0); use --method closed-form
+        """
+        q_a = self.success[0]
+        eps = float(np.finfo(float).eps)
+        alt = "use --method closed-form" if self.scheme in ("actual", "differential", "generalized") else \
+            f"no method of scheme={self.scheme} resolves it in float64"
+        if q_a <= eps:
+            raise NotApplicableError(f"the decoding probability of an actual update q_A = {q_a:.2g} is below the "
+                                     f"float64 resolution {eps:.2g} (1 - q_A rounds to 1), so the chain of the {method} "
+                                     f"method cannot hold it (the model is positive recurrent: q_A > 0); {alt}")
+        if tol is not None and eps / q_a > tol:
+            msg = (f"the decoding probability of an actual update q_A = {q_a:.3g} is so small that the chain of the "
+                   f"{method} method (which stores 1 - q_A) resolves it to a relative {eps / q_a:.1e} only, above "
+                   f"tol={tol:g}; {alt}")
+            if strict:
+                raise NotApplicableError(msg)
+            warnings.warn(msg, AccuracyWarning, stacklevel=3)
+
     # -- the phase chain ------------------------------------------------------------------
     def phase_chain(self) -> tuple[np.ndarray, np.ndarray]:
         """``(S, F)``: per period, from phase ``j`` to ``j'`` with a reset of the age (``S``) or without (``F``).
@@ -343,6 +396,7 @@ class AgeOfInformation(Model):
     def qbd_study(self, measure: str, context) -> Result:
         """The ``qbd`` method: one QBD, or one per candidate of ``optimal_threshold`` / ``optimal_period``."""
         opts = {k: v for k, v in context.options.items() if k in ("algorithm", "dps")}
+        self.require_resolvable("qbd", context.tol, context.strict)
 
         def solve(model):
             rep = model.age_qbd()
@@ -406,8 +460,11 @@ class AgeOfInformation(Model):
 
     # -- the truncated DTMC of (age, phase): the independent check ---------------------------
     def truncation_start(self, tol: float) -> int:
+        self.require_resolvable("dtmc", tol)
         _, F = self.phase_chain()
         f = float(np.abs(np.linalg.eigvals(F)).max())  # P(age > a) decays like sp(F)^a
+        if f >= 1.0:  # pragma: no cover - q_A > eps keeps sp(F) < 1
+            raise NotApplicableError(f"the age's decay rate sp(F) = {f!r} is not below 1 in float64")
         return 8 if f <= 1e-300 else int(math.ceil(math.log(tol) / math.log(f))) + 8
 
     def dtmc_size(self, truncation) -> int:
@@ -424,6 +481,7 @@ class AgeOfInformation(Model):
         if truncation is None:
             raise ModelError("aoi needs a truncation level (the largest age kept) for the dtmc method")
         K = int(truncation)
+        self.require_resolvable("dtmc")
         S, F = self.phase_chain()
         k = S.shape[0]
         space = StateSpace.box(["age", "phase"], lo=[1, 0], hi=[K, k - 1])
@@ -485,6 +543,13 @@ class AgeOfInformation(Model):
                                      " with --method qbd")
         S, _ = self.phase_chain()
         q1, q_a = float(S[0].sum()), float(S[-1].sum())
+        if q_a == 0.0:  # underflow: q_A > 0 exactly, below the smallest double
+            log10_q = _log_decoding_probability(self.codeword_bits, self.erasure_prob, self.bits[0]) / math.log(10)
+            if measure in ("mean_age", "mean_peak_age", "age_distribution"):
+                raise NonFiniteError(f"the decoding probability of an actual update q_A = 10^{log10_q:.6g} underflows "
+                                     f"float64, so the {measure} (about 10^{-log10_q:.6g} periods) is beyond the "
+                                     "float64 range")
+            return 1.0  # decoding_failure_probability = 1 - q_A (1 - q1) ... rounds to 1
         ex = 1.0 + (1.0 - q1) / q_a
         ex2 = 1.0 + 2.0 * (1.0 - q1) / q_a + (1.0 - q1) * (2.0 - q_a) / q_a**2
         if measure == "mean_age":

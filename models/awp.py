@@ -279,6 +279,7 @@ class AWP(Model):
             if math.isinf(value):
                 info["moment"] = (f"E[W^{order:g}] is infinite: the stationary law has a Pareto tail of index "
                                   f"{verdict.details.get('tail_index', float('nan')):.6g} <= {order:g}")
+                info["infinite"] = info["moment"]  # the exact value is infinite (not an overflow)
             if measure == "throughput":
                 value, err = value / self.rtt, err / self.rtt
                 info["throughput_unit"] = "packets per second" if self.rtt != 1.0 else "packets per round trip"

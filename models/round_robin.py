@@ -233,9 +233,23 @@ class RoundRobin(Model):
         return "ctmc" if self.k is not None else "qbd"
 
     # -- QBD of one processor (exact) ---------------------------------------------------
+    def arrival_phases(self) -> int:
+        """Phases of one processor's arrival process (:func:`arrival_map`), counted without building it.
+
+        Examples
+        --------
+        Distributed round-robin over 64 processors: ``C(127, 64)`` phases, about 1.2e37.
+
+        >>> RoundRobin(64, 1.0, dispatch="distributed").arrival_phases() == math.comb(127, 64)
+        True
+        """
+        n = int(self.servers)
+        if self.policy == "random" or n == 1:
+            return 1
+        return n if self.dispatch == "central" else math.comb(2 * n - 1, n)
+
     def qbd_size(self, width=None) -> int:
-        D0, _ = arrival_map(self.servers, self.arrival_rate, self.policy, self.dispatch)
-        return len(D0) * (2 if self.failure_rate > 0 else 1) * len(self.service_law[0])
+        return self.arrival_phases() * (2 if self.failure_rate > 0 else 1) * len(self.service_law[0])
 
     def qbd(self, width=None) -> QBD:
         """Level = this processor's queue length; phase = (arrival clock, up/down, service phase).
@@ -258,8 +272,9 @@ class RoundRobin(Model):
             raise ModelError(f"the {self.name} QBD is exact: it takes no phase truncation; got {width}")
         size = self.qbd_size()
         if size > QBD_MAX_PHASES:
-            raise NotApplicableError(f"the QBD of one processor needs {size} phases, above {QBD_MAX_PHASES} "
-                                     f"(servers={self.servers}, dispatch={self.dispatch}); lower servers or phases")
+            raise NotApplicableError(f"the QBD of one processor needs {size:.3g} phases, above {QBD_MAX_PHASES} "
+                                     f"(servers={self.servers}, dispatch={self.dispatch}, "
+                                     f"{len(self.service_law[0])} service phases); lower servers or phases")
         D0, D1 = arrival_map(self.servers, self.arrival_rate, self.policy, self.dispatch)
         alpha, S = self.service_law
         t = -S.sum(1)
@@ -427,10 +442,22 @@ class RoundRobin(Model):
         return build_ctmc(space, events, initial=init, truncation=trunc,
                           rewards={"tasks": queues.sum(axis=1)}, constants={"K": K, "n": n})
 
-    def ctmc_size(self, level) -> int:
+    def ctmc_size(self, level, counter: bool = False) -> int:
+        """States of :meth:`joint_ctmc` at ``level`` (a bound: the box of its variables), computed before it is built.
+
+        With ``counter`` (``completion_time_cdf``) the completion count ``0..k`` multiplies it.
+
+        Examples
+        --------
+        >>> m = RoundRobin(2, 1.0, k=10, t=1.0)
+        >>> m.ctmc_size(8), m.ctmc_size(8, counter=True)
+        (162, 1782)
+        """
         n, K = self.servers, int(level)
         pointers = 1 if self.policy == "random" or n == 1 else n if self.dispatch == "central" else n ** n
-        return (K + 1) ** n * pointers * (2 ** n if self.failure_rate > 0 else 1) * len(self.service_law[0]) ** n
+        count = int(self.k) + 1 if counter and self.k is not None else 1
+        return (K + 1) ** n * pointers * (2 ** n if self.failure_rate > 0 else 1) * len(self.service_law[0]) ** n * \
+            count
 
     def truncation_start(self, tol: float) -> int:
         rho = self.arrival_rate / (self.servers * self.service_rate * self.availability)
@@ -461,7 +488,7 @@ class RoundRobin(Model):
 
         fixed = context.options.get("truncation")
         out = grow(build, solve, evaluate, tol=context.tol, start=None if fixed else self.truncation_start(context.tol),
-                   fixed=fixed, size=self.ctmc_size, strict=context.strict)
+                   fixed=fixed, size=lambda level: self.ctmc_size(level, counter=transient), strict=context.strict)
         sol = out.solution
         label = "ctmc/transient" if transient else f"ctmc/{sol.method}"
         return Result(value=out.value, method=label, error_estimate=out.error_estimate, residual=sol.residual,

@@ -50,17 +50,19 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp  # noqa: F401  (the examples use it)
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
 
 from exactq.ctmc import DTMC, StationaryDistribution
-from exactq.errors import ModelError, ReducibleError
+from exactq.errors import AccuracyWarning, ModelError, ReducibleError
 from exactq.query import (
-    ExpectedTime, Filter, Globally, Next, Query, RewardQuery, RewardStructure, SteadyExpectation, SteadyProbability,
-    Until, parse_query,
+    ExpectedTime, Filter, Formula, Globally, Next, Query, RewardQuery, RewardStructure, SteadyExpectation,
+    SteadyProbability, Threshold, Until, parse_query,
 )
 from exactq.result import Result
 
@@ -111,15 +113,22 @@ def _small(info: dict) -> dict:
     return {k: v for k, v in info.items() if isinstance(v, (str, bool, int, float, np.generic, type(None)))}
 
 
-def _state_values(expr, chain, ns: dict, n: int) -> np.ndarray:
-    """Evaluate a state formula: on the chain itself when it knows how (PRISM expressions), else on the namespace."""
+def _state_values(expr, chain, ns: dict, n: int, ev=None) -> np.ndarray:
+    """Evaluate a state formula: on the chain itself when it knows how (PRISM expressions), else on the namespace.
+
+    A PRISM formula with nested operators gets the evaluator ``ev`` as its checker: the
+    nested queries' per-state values are computed first (bottom-up).
+    """
     on_chain = getattr(expr, "on_chain", None)
-    v = on_chain(chain) if callable(on_chain) else expr(ns, n)
+    if callable(on_chain):
+        v = on_chain(chain, ev) if getattr(expr, "deps", None) else on_chain(chain)
+    else:
+        v = expr(ns, n)
     return np.broadcast_to(np.asarray(v), (n,))
 
 
-def _condition(expr, chain, ns: dict, n: int, role: str) -> np.ndarray:
-    v = _state_values(expr, chain, ns, n)
+def _condition(expr, chain, ns: dict, n: int, role: str, ev=None) -> np.ndarray:
+    v = _state_values(expr, chain, ns, n, ev)
     if v.dtype == bool:
         return np.array(v)
     if v.dtype.kind in "iu" and np.all((v == 0) | (v == 1)):
@@ -127,12 +136,13 @@ def _condition(expr, chain, ns: dict, n: int, role: str) -> np.ndarray:
     raise ModelError(f"{role} must be a condition (true or false in each state); {expr.text!r} is numeric")
 
 
-def _numeric(expr, chain, ns: dict, n: int) -> np.ndarray:
-    return np.asarray(_state_values(expr, chain, ns, n), dtype=float)
+def _numeric(expr, chain, ns: dict, n: int, ev=None) -> np.ndarray:
+    return np.asarray(_state_values(expr, chain, ns, n, ev), dtype=float)
 
 
 def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: str = "auto",
-                strict: bool = False, rewards: dict | None = None, cache: dict | None = None) -> QueryAnswer:
+                strict: bool = False, rewards: dict | None = None, cache: dict | None = None,
+                state_text=None) -> QueryAnswer:
     """Evaluate a query on a CTMC or a DTMC.
 
     Parameters
@@ -156,6 +166,10 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     cache : dict, optional
         Shared by the queries of one chain: the stationary solution is computed once
         and reused by every steady-state query that passes the same dict.
+    state_text : callable, optional
+        ``state_text(i)`` describes state ``i`` (default ``(x=1,y=0)`` from the
+        chain's variables), for the states that ``argmin``, ``argmax``, ``print`` and
+        ``printall`` filters list in ``info``.
 
     Returns
     -------
@@ -191,43 +205,49 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     t0 = time.perf_counter()
     q = parse_query(query)
     text = str(q)
-    filt = None
-    if isinstance(q, Filter):
-        filt, q = q, q.query
-        if isinstance(q, Filter):
-            raise ModelError("nested filters are not supported")
     discrete = isinstance(chain, DTMC)
     n = int(chain.n_states)
     ns = chain.namespace()
-    info: dict = {"query": text, "kind": q.kind}
+    inner = q.query if isinstance(q, Filter) else q
+    info: dict = {"query": text, "kind": inner.kind}
     if discrete:
         info["time"] = "steps"
     answer = QueryAnswer(result=None)  # type: ignore[arg-type]
     truncated = getattr(chain, "truncation", None) is not None
     boundary = chain.boundary_mask() if truncated else None
     ev = _Evaluator(chain, discrete, eps, solver, strict, info, ns, n, rewards, cache)
-    per_state, scalar = ev.evaluate(q, answer)
-    if filt is not None:
-        mask = np.ones(n, dtype=bool) if filt.states is None else _condition(filt.states, chain, ns, n,
-                                                                               "the states of the filter")
-        value = _apply_filter(filt.op, per_state, mask, chain)
-        info["filter"] = f"{filt.op} over {int(mask.sum())} state{'s' if mask.sum() != 1 else ''}"
-    elif scalar is not None:
-        value = scalar
+    ev.state_text = state_text or _default_state_text(chain)
+    if isinstance(q, Filter):
+        value, per_state = ev.filter(q, answer, top=True)
     else:
-        value = _default_value(chain, per_state, n, info)
-    if isinstance(q, ExpectedTime):
+        per_state, scalar = ev.evaluate(q, answer)
+        value = scalar if scalar is not None else _default_value(chain, per_state, n, info)
+    if isinstance(inner, ExpectedTime):
         info["reached_surely"] = bool(np.all(np.isfinite(np.atleast_1d(value))))
-    if isinstance(q, RewardQuery) and q.kind_of == "reachability" and not np.all(np.isfinite(np.atleast_1d(value))):
+    if isinstance(inner, RewardQuery) and inner.kind_of in ("reachability", "total") \
+            and not np.all(np.isfinite(np.atleast_1d(value))):
         info["infinite"] = ("the target is reached with probability < 1, so the expected reward is infinite "
-                            "(PRISM's convention)")
+                            "(PRISM's convention)" if inner.kind_of == "reachability" else
+                            "a closed class of positive reward is reached with positive probability, so the total "
+                            "reward is infinite")
     info.pop("seconds", None)
+    if ev.parts:
+        info["parts"] = ev.parts
     if boundary is not None and boundary.any() and ev.undecided is not None:
-        answer.boundary_probability = _boundary_probability(chain, ev, boundary, q, eps)
+        answer.boundary_probability = _boundary_probability(chain, ev, boundary, inner, eps)
     answer.per_state = per_state
     answer.result = Result(value=value, method=ev.method, residual=ev.residual, error_estimate=ev.error_estimate,
                            n_states=n, seconds=time.perf_counter() - t0, measure=text, info=info)
     return answer
+
+
+def _default_state_text(chain):
+    names = list(getattr(chain.space, "names", ())) or [f"x{k}" for k in range(chain.states.shape[1])]
+
+    def text(i: int) -> str:
+        row = chain.states[int(i)]
+        return "(" + ",".join(f"{nm}={int(v)}" for nm, v in zip(names, row)) + ")"
+    return text
 
 
 class _Evaluator:
@@ -244,28 +264,284 @@ class _Evaluator:
         self.residual = None
         self.error_estimate = None
         self.undecided = None  # states where a path query is not yet decided (truncation bound)
+        self.memo: dict = {}  # per-state values of nested queries, by id (one check_chain call)
+        self.parts: list = []  # what the nested queries ran (info["parts"])
+        self.state_text = None
+
+    # -- nested operators ----------------------------------------------------------------
+    def child(self) -> "_Evaluator":
+        """An evaluator for a nested query: the same chain, caches and settings, its own info."""
+        ev = _Evaluator(self.chain, self.discrete, self.eps, self.solver, self.strict, {}, self.ns, self.n,
+                        self.rewards, self.cache)
+        ev.memo, ev.parts, ev.state_text = self.memo, self.parts, self.state_text
+        return ev
+
+    def per_state(self, q) -> np.ndarray:
+        """The value of a (nested) query in every state: what the formula containing it reads."""
+        key = id(q)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[1]
+        ev = self.child()
+        if isinstance(q, Filter):
+            value, per_state = ev.filter(q, QueryAnswer(result=None), top=False)
+        else:
+            per_state, _ = ev.evaluate(q, QueryAnswer(result=None))
+        per_state = np.asarray(per_state)
+        if per_state.shape != (self.n,):
+            per_state = np.broadcast_to(per_state, (self.n,)).copy()
+        self.memo[key] = (q, per_state)  # q kept alive, so its id is not reused
+        part = {"query": str(q), "method": ev.method}
+        if ev.error_estimate is not None:
+            part["error_estimate"] = ev.error_estimate
+        if ev.residual is not None:
+            part["residual"] = ev.residual
+        self.parts.append(part)
+        return per_state
+
+    def formula(self, q: Formula) -> np.ndarray:
+        values = _state_values(q.expr, self.chain, self.ns, self.n, self)
+        self.method = "query/formula"
+        errs = [p["error_estimate"] for p in self.parts if "error_estimate" in p]
+        res = [p["residual"] for p in self.parts if "residual" in p]
+        self.residual = max(res) if res else None
+        if errs:
+            self.info["error_estimates_of_parts"] = max(errs)
+        return np.array(values)
+
+    def filter(self, q: Filter, answer: QueryAnswer, *, top: bool):
+        """``filter(op, prop, states)``: ``(value, per_state)``; ``value`` is None for the per-state operators."""
+        per_state, scalar = self.evaluate(q.query, answer)
+        per_state = np.asarray(per_state)
+        if per_state.shape != (self.n,):
+            per_state = np.broadcast_to(per_state, (self.n,)).copy()
+        mask = np.ones(self.n, dtype=bool) if q.states is None else _condition(
+            q.states, self.chain, self.ns, self.n, "the states of the filter", self)
+        count = int(mask.sum())
+        self.info["filter"] = f"{q.op} over {count} state{'s' if count != 1 else ''}"
+        value, states = _apply_filter(q.op, per_state, mask, self)
+        if q.op in ("argmin", "argmax"):
+            self.info["states"] = [self.state_text(i) for i in np.flatnonzero(states)]
+        elif q.op in ("print", "printall"):
+            shown = mask if q.op == "printall" else (mask & (per_state != 0))
+            self.info["printed"] = [[self.state_text(i), _plain_value(per_state[i])] for i in np.flatnonzero(shown)]
+        if value is None:  # a per-state filter: its states (argmin/argmax) or the values themselves (print)
+            result = states if q.op in ("argmin", "argmax") else per_state
+            if top:
+                note = self.info.pop("filter")
+                value = _default_value(self.chain, result, self.n, self.info)
+                self.info["filter"] = note + "; " + self.info.get("filter", "the value at the initial state")
+            return value, result
+        if top:
+            return value, per_state
+        if isinstance(value, list):  # pragma: no cover - range is refused inside expressions at compile time
+            raise ModelError("filter(range, ...) gives an interval; it cannot be used inside an expression")
+        return value, np.full(self.n, value)
+
+    def total_reward(self, rate: np.ndarray) -> np.ndarray:
+        """``R=? [ C ]``: the expected reward of the whole path, finite where it is.
+
+        The reward stops only in closed classes whose states all have reward 0; it is
+        infinite from a state that reaches a closed class with a positive reward with
+        positive probability (PRISM's total reward), and otherwise the expected reward
+        until a reward-free closed class is entered (:func:`expected_reward`).
+        """
+        if np.any(rate < 0):
+            i = int(np.flatnonzero(rate < 0)[0])
+            raise ModelError(f"R=? [ C ] (the total reward) needs rewards >= 0; state {self.state_text(i)} has "
+                             f"{rate[i]:g}")
+        key = ("classes-structure",)
+        cls = self.cache.get(key)
+        if cls is None:
+            cls = self.cache[key] = communicating_classes(sp.csr_matrix(self.Q))
+        rec = cls.recurrent_mask
+        positive = np.zeros(cls.n_classes, dtype=bool)
+        positive[cls.labels[rec & (rate > 0)]] = True
+        zero_rec = rec & ~positive[cls.labels]
+        per_state, sinfo = expected_reward(self.Q, zero_rec, rate)
+        self.residual = float(sinfo["residual"])
+        self.info.update(_small(sinfo))
+        self.info["reward_free_closed_states"] = int(zero_rec.sum())
+        self.method = "query/expected_reward"
+        self.undecided = ~zero_rec
+        return per_state
+
+    # -- thresholds --------------------------------------------------------------------
+    def threshold(self, q: Threshold) -> np.ndarray:
+        """``P~p``, ``S~p``, ``R~r``: per state, the comparison; probabilities 0 and 1 by graph analysis."""
+        inner = q.query
+        values, _ = self.evaluate(inner, QueryAnswer(result=None))
+        values = np.array(np.broadcast_to(values, (self.n,)), dtype=float)
+        sets = self.exact_sets(inner)
+        b = float(q.bound)
+        if sets is not None:
+            no, yes = sets
+            values = np.clip(values, 0.0, 1.0)
+            values[no], values[yes] = 0.0, 1.0
+        cmp = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}[q.relation]
+        with np.errstate(invalid="ignore"):
+            result = cmp(values, b)
+        if sets is not None:
+            no, yes = sets
+            undecided = ~(no | yes)
+            if b == 1.0 and q.relation in (">=", "<"):
+                result = yes.copy() if q.relation == ">=" else ~yes
+                undecided[:] = False  # decided by the graph in every state
+            elif b == 0.0 and q.relation in (">", "<="):
+                result = ~no if q.relation == ">" else no.copy()
+                undecided[:] = False
+        else:
+            undecided = np.ones(self.n, dtype=bool)
+        err = self.error_estimate or 0.0
+        tol = max(err, 1e-12 * max(1.0, abs(b)))
+        with np.errstate(invalid="ignore"):
+            close = undecided & (np.abs(values - b) <= tol) & (values != b)
+        if close.any():
+            i = int(np.flatnonzero(close)[0])
+            warnings.warn(f"{q}: in {int(close.sum())} state{'s' if close.sum() > 1 else ''} the value is within its "
+                          f"error ({tol:.1e}) of the bound {b:g} (e.g. {self.state_text(i)}: "
+                          f"{float(values[i])!r}); the comparison there may be wrong", AccuracyWarning, stacklevel=4)
+        self.info["threshold"] = f"{q.relation} {b:g}"
+        if sets is not None:
+            self.info["exact_0_1"] = "probability 0 and 1 decided by graph analysis"
+        return result
+
+    def exact_sets(self, q):
+        """The states where the probability of ``q`` is exactly 0 and exactly 1 (graph analysis), or None."""
+        chain, ns, n = self.chain, self.ns, self.n
+        if isinstance(q, Until):
+            left = _condition(q.left, chain, ns, n, "the left side of U", self)
+            right = _condition(q.right, chain, ns, n, "the target of the path formula", self)
+            no, yes = self.until_sets(left, right, q.lower_bound or 0.0, q.time_bound)
+            return (yes, no) if q.negated else (no, yes)
+        if isinstance(q, Globally):
+            holds = _condition(q.expr, chain, ns, n, "the argument of G", self)
+            no, yes = self.until_sets(np.ones(n, dtype=bool), ~holds, q.lower_bound or 0.0, q.time_bound)
+            return yes, no
+        if isinstance(q, Next):
+            target = _condition(q.expr, chain, ns, n, "the argument of X", self)
+            adj = self.adjacency()
+            pos = (adj @ target.astype(float)) > 0
+            one = (adj @ (~target).astype(float)) == 0
+            if not self.discrete:
+                moving = np.asarray(-sp.csr_array(self.Q).diagonal() > 0)
+                pos, one = np.where(moving, pos, target), np.where(moving, one, target)
+            return ~pos, one
+        if isinstance(q, SteadyProbability):
+            holds = _condition(q.expr, chain, ns, n, "the argument of S", self)
+            return self.steady_sets(holds)
+        return None
+
+    def adjacency(self) -> sp.csr_array:
+        """The transition graph (1 for each transition; no diagonal in a CTMC, self-loops kept in a DTMC)."""
+        key = ("adjacency",)
+        A = self.cache.get(key)
+        if A is None:
+            M = sp.csr_array(self.P if self.discrete else self.Q)
+            coo = M.tocoo()
+            keep = (coo.data > 0) & ((coo.row != coo.col) | self.discrete)
+            A = sp.csr_array((np.ones(int(keep.sum())), (coo.row[keep], coo.col[keep])), shape=M.shape)
+            self.cache[key] = A
+        return A
+
+    def reach(self, targets: np.ndarray, through: np.ndarray) -> np.ndarray:
+        """States with a path to ``targets`` whose states before the last are all in ``through`` (BFS)."""
+        n = self.n
+        if not targets.any():
+            return np.zeros(n, dtype=bool)
+        A = self.adjacency().tocoo()
+        keep = through[A.row]
+        src = np.flatnonzero(targets)
+        rows = np.concatenate([A.col[keep], np.full(src.size, n)])
+        cols = np.concatenate([A.row[keep], src])
+        graph = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(n + 1, n + 1))
+        order = breadth_first_order(graph, n, directed=True, return_predecessors=False)
+        out = np.zeros(n + 1, dtype=bool)
+        out[order] = True
+        return out[:n]
+
+    def until_sets(self, left, right, lower, upper):
+        """``(no, yes)`` of ``left U[lower, upper] right``: probability exactly 0 and exactly 1.
+
+        Continuous time: every state a path can reach is visited at any time with positive
+        probability, so (with ``t1 > 0``) probability 1 needs every reachable state in
+        ``left & right`` (``t2`` finite) or in ``left`` with ``left U right`` sure
+        (``t2`` infinite). Discrete time: the step iterations on the graph, alongside the
+        numerical ones (:func:`~exactq.solvers.dtmc.step_until_sets`).
+        """
+        from .dtmc import step_keep_sets, step_until_sets
+        from .reachability import _prob01
+
+        Q = sp.csr_array(self.Q)
+        every = np.ones(self.n, dtype=bool)
+        if self.discrete:
+            lower = int(lower or 0)
+            if upper is None:
+                no, yes = _prob01(Q, left, right)
+            else:
+                no, yes = step_until_sets(self.adjacency(), left, right, int(upper) - lower)
+            if lower:
+                no, yes = step_keep_sets(self.adjacency(), no, yes, lower, left)
+            return no, yes
+        no_u, yes_u = _prob01(Q, left, right)
+        if not lower:
+            if upper is None:
+                return no_u, yes_u
+            if upper == 0:
+                return ~right, right.copy()
+            return no_u, right.copy()
+        pos_target = (left & ~no_u) if (upper is None or upper > lower) else (left & right)
+        pos = left & self.reach(pos_target, left)
+        good = (left & yes_u) if upper is None else (left & right)
+        yes = ~self.reach(~good, every)
+        return ~pos, yes
+
+    def steady_sets(self, holds):
+        """``(no, yes)`` of ``S [ holds ]``: no closed class reached has a ``holds`` state / every one is inside it."""
+        key = ("classes-structure",)
+        cls = self.cache.get(key)
+        if cls is None:
+            cls = self.cache[key] = communicating_classes(sp.csr_matrix(self.Q))
+        rec = cls.recurrent_mask
+        labels = cls.labels
+        good = np.zeros(cls.n_classes, dtype=bool)
+        bad = np.zeros(cls.n_classes, dtype=bool)
+        good[labels[rec & holds]] = True
+        bad[labels[rec & ~holds]] = True
+        every = np.ones(self.n, dtype=bool)
+        no = ~self.reach(rec & good[labels], every)
+        yes = ~self.reach(rec & bad[labels], every)
+        return no, yes
 
     # -- dispatch --------------------------------------------------------------------
     def evaluate(self, q, answer: QueryAnswer):
         chain, ns, n = self.chain, self.ns, self.n
         if isinstance(q, (SteadyProbability, SteadyExpectation)):
             if isinstance(q, SteadyProbability):
-                values = _condition(q.expr, chain, ns, n, "the argument of S=?").astype(float)
+                values = _condition(q.expr, chain, ns, n, "the argument of S=?", self).astype(float)
             else:
-                values = _numeric(q.expr, chain, ns, n)
+                values = _numeric(q.expr, chain, ns, n, self)
             return self.long_run(values, q.expr.text, answer)
         if isinstance(q, Until):
-            left = _condition(q.left, chain, ns, n, "the left side of U")
-            right = _condition(q.right, chain, ns, n, "the target of the path formula")
+            left = _condition(q.left, chain, ns, n, "the left side of U", self)
+            right = _condition(q.right, chain, ns, n, "the target of the path formula", self)
             self.undecided = left & ~right
-            return self.until(left, right, q.lower_bound, q.time_bound), None
+            y = self.until(left, right, q.lower_bound, q.time_bound)
+            return (1.0 - y if q.negated else y), None
+        if isinstance(q, Threshold):
+            return self.threshold(q), None
+        if isinstance(q, Formula):
+            return self.formula(q), None
+        if isinstance(q, Filter):
+            value, per_state = self.filter(q, answer, top=False)
+            return per_state, None
         if isinstance(q, Globally):
-            holds = _condition(q.expr, chain, ns, n, "the argument of G")
+            holds = _condition(q.expr, chain, ns, n, "the argument of G", self)
             self.undecided = holds.copy()
             p = self.until(np.ones(n, dtype=bool), ~holds, q.lower_bound, q.time_bound)
             return 1.0 - p, None
         if isinstance(q, Next):
-            target = _condition(q.expr, chain, ns, n, "the argument of X").astype(float)
+            target = _condition(q.expr, chain, ns, n, "the argument of X", self).astype(float)
             self.method = "query/next"
             if self.discrete:
                 return np.asarray(self.P @ target), None
@@ -277,7 +553,7 @@ class _Evaluator:
             self.undecided = np.ones(n, dtype=bool)
             return out, None
         if isinstance(q, ExpectedTime):
-            target = _condition(q.target, chain, ns, n, "the target of T=?")
+            target = _condition(q.target, chain, ns, n, "the target of T=?", self)
             per_state, sinfo = expected_time(self.Q, target)
             self.residual = float(sinfo["residual"])
             self.info.update(_small(sinfo))
@@ -374,9 +650,15 @@ class _Evaluator:
             else:
                 y, sinfo = step_bounded_until(self.P, left, right, upper - lower)
                 info["steps"] = upper
+                if "steady_state_detection" in sinfo:
+                    info["steady_state_detection"] = sinfo["steady_state_detection"]
+                    self.error_estimate = float(sinfo["error_bound"])
             if lower:
-                y, _ = step_values(self.P, y, lower, keep=left)
+                y, linfo = step_values(self.P, y, lower, keep=left, eps=self.eps)
                 info["lower_steps"] = lower
+                if "steady_state_detection" in linfo:
+                    info["lower_steady_state_detection"] = linfo["steady_state_detection"]
+                    self.error_estimate = (self.error_estimate or 0.0) + float(linfo["error_bound"])
             return y
         if upper is None and not lower:
             y, sinfo = until_probability(self.Q, left, right)
@@ -429,8 +711,10 @@ class _Evaluator:
         chain, ns, n = self.chain, self.ns, self.n
         if q.kind_of == "steady":
             return self.long_run(np.asarray(rs.rate(), dtype=float), f"reward {rs.name}", answer)
+        if q.kind_of == "total":
+            return self.total_reward(np.asarray(rs.rate(), dtype=float)), None
         if q.kind_of == "reachability":
-            target = _condition(q.target, chain, ns, n, "the target of R=? [ F b ]")
+            target = _condition(q.target, chain, ns, n, "the target of R=? [ F b ]", self)
             per_state, sinfo = expected_reward(self.Q, target, np.asarray(rs.rate(), dtype=float))
             self.residual = float(sinfo["residual"])
             self.info.update(_small(sinfo))
@@ -438,58 +722,104 @@ class _Evaluator:
             self.undecided = ~target
             return per_state, None
         t = self._time(q.time, "the time bound")
+        solver = self.solver if self.solver not in ("level-aggregation",) else "auto"
         if self.discrete:
             self.method = "query/steps"
             self.info["steps"] = t
             if q.kind_of == "cumulative":
-                return step_cumulative(self.P, rs.rate(), t)[0], None
-            return step_values(self.P, rs.state, t)[0], None
+                out, tinfo = step_cumulative(self.P, rs.rate(), t, eps=self.eps, solver=solver)
+            else:
+                out, tinfo = step_values(self.P, rs.state, t, eps=self.eps, solver=solver)
+            if "steady_state_detection" in tinfo:
+                self.info["steady_state_detection"] = tinfo["steady_state_detection"]
+                self.error_estimate = float(tinfo["error_bound"])
+            return out, None
         self.method = "query/uniformisation"
         if q.kind_of == "cumulative":
-            out, tinfo = cumulative_reward(self.Q, rs.rate(), t, eps=self.eps)
+            out, tinfo = cumulative_reward(self.Q, rs.rate(), t, eps=self.eps, solver=solver)
         else:
-            out, tinfo = transient_values(self.Q, rs.state, t, eps=self.eps)
+            out, tinfo = transient_values(self.Q, rs.state, t, eps=self.eps, solver=solver)
         self.error_estimate = float(tinfo["error_bound"])
         self.info.update(time_bound=t, matvecs=tinfo["matvecs"],
                          uniformisation_rate=tinfo.get("uniformisation_rate"))
+        if "steady_state_detection" in tinfo:
+            self.info["steady_state_detection"] = tinfo["steady_state_detection"]
         return out, None
 
 
-def _apply_filter(op: str, per_state: np.ndarray, mask: np.ndarray, chain) -> Any:
+def _plain_value(v):
+    v = v.item() if isinstance(v, np.generic) else v
+    return v
+
+
+def _apply_filter(op: str, per_state: np.ndarray, mask: np.ndarray, ev) -> tuple:
+    """``(value, states)``: the filter's one value (None for argmin/argmax/print/printall), and for
+    argmin/argmax the set of states where the extreme is reached."""
     values = per_state[mask]
     if values.size == 0:
         raise ModelError(f"the filter's states are empty (no state satisfies them); filter {op} needs at least one")
+    kind = values.dtype.kind
+    if op in ("count", "forall", "exists"):
+        if kind != "b":
+            raise ModelError(f"filter {op} needs a true/false property")
+        if op == "count":
+            return int(np.count_nonzero(values)), None
+        return (bool(values.all()) if op == "forall" else bool(values.any())), None
+    if op in ("print", "printall"):
+        return None, None
+    if kind == "b" and op not in ("first", "state"):
+        raise ModelError(f"filter {op} needs a numerical property")
+    if op in ("argmin", "argmax"):
+        target = values.min() if op == "argmin" else values.max()
+        scale = max(abs(float(target)), 1.0) if np.isfinite(target) else 1.0
+        with np.errstate(invalid="ignore"):
+            near = (per_state == target) | (np.abs(per_state - target) <= 1e-12 * scale)
+        return None, mask & near
     if op == "min":
-        return float(values.min())
+        return _plain_value(values.min()), None
     if op == "max":
-        return float(values.max())
+        return _plain_value(values.max()), None
     if op == "sum":
-        return float(values.sum())
+        return _plain_value(values.sum()), None
     if op == "avg":
-        return float(values.mean())
+        return float(values.mean()), None
     if op == "first":
-        return float(values[0])
+        return _plain_value(values[0]), None
     if op == "range":
-        return [float(values.min()), float(values.max())]
+        return [_plain_value(values.min()), _plain_value(values.max())], None
     if op == "state":
         if values.size != 1:
             raise ModelError(f"filter(state, ...) needs exactly one state; {values.size} satisfy the filter")
-        return float(values[0])
+        return _plain_value(values[0]), None
     raise ModelError(f"unknown filter operator {op!r}")  # pragma: no cover (Filter validates)
 
 
 def _default_value(chain, per_state: np.ndarray, n: int, info: dict) -> Any:
-    """PRISM's default filter: the single initial state, or the range over several."""
+    """PRISM's default filter: the single initial state, or the range over several (``forall`` if true/false)."""
     init_label = getattr(chain, "labels", {}).get("init")
-    if init_label is not None and np.asarray(init_label).shape == (n,) and np.count_nonzero(init_label) > 1 \
-            and np.ndim(getattr(chain, "initial", 0)) == 0:
+    per_state = np.asarray(per_state)
+    several = init_label is not None and np.asarray(init_label).shape == (n,) and np.count_nonzero(init_label) > 1 \
+        and np.ndim(getattr(chain, "initial", 0)) == 0
+    if per_state.dtype.kind == "b":
+        if several:
+            vals = per_state[np.asarray(init_label, dtype=bool)]
+            info["filter"] = (f"forall over the {vals.size} initial states (PRISM's default for a true/false property "
+                              "with several initial states)")
+            return bool(vals.all())
+        init = _initial(chain, n)
+        if isinstance(init, int):
+            return bool(per_state[init])
+        return bool(per_state[init > 0].all())
+    if several:
         vals = per_state[np.asarray(init_label, dtype=bool)]
         k = int(vals.size)
         info["filter"] = f"range over the {k} initial states (PRISM's default with several initial states)"
-        lo, hi = float(vals.min()), float(vals.max())
+        lo, hi = _plain_value(vals.min()), _plain_value(vals.max())
         return lo if lo == hi else [lo, hi]
     init = _initial(chain, n)
-    return _at_initial(per_state, init)
+    if per_state.dtype.kind in "iu" and isinstance(init, int):
+        return int(per_state[init])
+    return _at_initial(per_state.astype(float), init)
 
 
 def _boundary_probability(chain, ev: _Evaluator, boundary, q, eps) -> float:

@@ -31,9 +31,10 @@ import scipy.sparse as sp
 from exactq.catalogue import register_method
 from exactq.errors import ModelError
 
-from .transient import as_mask
+from .transient import DETECT_EVERY, LIMIT_RULE, STEADY_STATE_MIN_STEPS, as_mask, long_run_values
 
-__all__ = ["as_stochastic", "step_bounded_until", "step_values", "step_cumulative"]
+__all__ = ["as_stochastic", "step_bounded_until", "step_values", "step_cumulative", "step_until_sets",
+           "step_keep_sets"]
 
 
 def as_stochastic(P, *, name: str = "P") -> sp.csr_array:
@@ -64,6 +65,89 @@ def _steps(k) -> int:
     if not (kf >= 0 and kf == int(kf)):
         raise ModelError(f"a step bound of a dtmc must be an integer >= 0; got {k!r}")
     return int(kf)
+
+
+def period(P) -> int:
+    """The least common multiple of the periods of the closed classes of ``P`` (1: every one is aperiodic).
+
+    The period of an irreducible class is the gcd of ``d(u) + 1 - d(v)`` over its
+    transitions ``u -> v``, with ``d`` the breadth-first distance from one of its states
+    (e.g. Bremaud, *Markov Chains*, 1999, Ch. 2, Thm. 5.1 (the cyclic classes)).
+
+    Examples
+    --------
+    >>> period(np.array([[0.0, 1.0], [1.0, 0.0]])), period(np.array([[0.5, 0.5], [1.0, 0.0]]))
+    (2, 1)
+    """
+    from scipy.sparse.csgraph import shortest_path
+
+    from .structure import communicating_classes
+
+    A = sp.csr_array(P, dtype=float)
+    A.eliminate_zeros()
+    cls = communicating_classes(sp.csr_matrix(A))
+    labels = cls.labels
+    sizes = np.bincount(labels, minlength=cls.n_classes)
+    coo = A.tocoo()
+    out = 1
+    for c in cls.closed[sizes[cls.closed] > 1]:  # a loop over the (few) larger closed classes
+        idx = np.flatnonzero(labels == c)
+        sub = sp.csr_matrix(A[idx][:, idx])
+        if np.any(sub.diagonal() > 0):
+            continue  # a self-loop: aperiodic
+        d = shortest_path(sub, method="D", unweighted=True, indices=0)
+        sc = sub.tocoo()
+        g = int(np.gcd.reduce(np.abs(d[sc.row] + 1 - d[sc.col]).astype(np.int64)))
+        out = int(np.lcm(out, max(g, 1)))
+    del coo
+    return out
+
+
+def _power(P, L: int):
+    """``P^L`` as a sparse matrix (its size checked against the memory budget as it grows)."""
+    from exactq.budget import require_memory
+
+    A = sp.csr_array(P)
+    out = A
+    for _ in range(L - 1):
+        out = (out @ A).tocsr()
+        require_memory(out.nnz * 24.0, f"the {L}-step transition matrix of a periodic chain (steady-state detection)")
+    return out
+
+
+def _settle(P, v, k: int, eps: float, solver: str):
+    """``P^k v`` for a huge ``k`` by steady-state detection; ``(values, info)`` or None if it does not settle.
+
+    With ``L`` the period (lcm over the closed classes), ``P^k v = (P^L)^m w`` with
+    ``w = P^c v`` and ``k = mL + c``; ``P^L`` has aperiodic closed classes, so
+    ``(P^L)^m w`` tends to ``u``, the long-run values of ``w`` under ``P^L``, and
+    ``max |(P^L)^m w - u|`` never increases (:func:`~exactq.solvers.transient.long_run_values`).
+    Stopped once it is below ``eps max|v| / 2``; the error is at most that gap.
+    """
+    L = period(P)
+    if L * DETECT_EVERY * 4 > k:
+        return None
+    A = sp.csr_array(P)
+    m, c = divmod(k, L)
+    w = np.asarray(v, dtype=float).copy()
+    for _ in range(c):
+        w = A @ w
+    PL = A if L == 1 else _power(A, L)
+    n = A.shape[0]
+    u, linfo = long_run_values((PL - sp.eye_array(n, format="csr")).tocsr(), w, solver=solver)
+    scale = float(np.max(np.abs(v), initial=0.0))
+    slack = (float(linfo["residual"]) + 8 * np.finfo(float).eps) * max(scale, 1.0)
+    x = w
+    for j in range(m + 1):  # a loop over products, not states
+        if j % DETECT_EVERY == 0:
+            gap = float(np.max(np.abs(x - u), initial=0.0)) + slack
+            if gap <= eps * max(scale, 1e-300) / 2:
+                return u, {"period": L, "steps": int(j * L + c), "gap_to_limit": gap, "rule": LIMIT_RULE,
+                           "limit_residual": float(linfo["residual"])}
+        if j == m:
+            return x, {"period": L, "steps": int(k), "gap_to_limit": 0.0, "rule": "all steps made"}
+        x = PL @ x
+    return None  # pragma: no cover
 
 
 def step_bounded_until(P, left_mask, right_mask, steps) -> tuple[np.ndarray, dict]:
@@ -103,12 +187,27 @@ def step_bounded_until(P, left_mask, right_mask, steps) -> tuple[np.ndarray, dic
     go = (left & ~right).astype(float)
     x = right.astype(float)
     base = right.astype(float)
-    for _ in range(k):  # a loop over steps, not states
+    u = None
+    if k > STEADY_STATE_MIN_STEPS:
+        # x_i increases to the unbounded-until probability u: stop once within eps of it
+        from .reachability import until_probability
+
+        u, uinfo = until_probability(A - sp.eye_array(n, format="csr"), left, right)
+        slack = float(uinfo.get("residual", 0.0)) + 8 * np.finfo(float).eps
+    for i in range(k):  # a loop over steps, not states
+        if u is not None and i % DETECT_EVERY == 0:
+            gap = float(np.max(u - x, initial=0.0)) + slack
+            if gap <= 1e-12 / 2:
+                return x, {"method": "step iteration", "matvecs": i, "seconds": time.perf_counter() - t0,
+                           "error_bound": gap,
+                           "steady_state_detection": {"steps": i, "gap_to_limit": gap,
+                                                      "rule": "x_i increases to the unbounded-until probability; "
+                                                              "stopped within eps of it"}}
         x = base + go * (A @ x)
     return x, {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
 
 
-def step_values(P, values, steps, *, keep=None) -> tuple[np.ndarray, dict]:
+def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str = "auto") -> tuple[np.ndarray, dict]:
     """``E_s[v(X_k)]`` from every state, the path killed (value 0) when it leaves ``keep`` before step ``k``.
 
     Parameters
@@ -139,6 +238,21 @@ def step_values(P, values, steps, *, keep=None) -> tuple[np.ndarray, dict]:
     if z.shape != (n,):
         raise ModelError(f"values must have shape ({n},); got {z.shape}")
     mask = None if keep is None else as_mask(keep, n, "keep").astype(float)
+    if k > STEADY_STATE_MIN_STEPS:
+        # the killed chain as a stochastic one: a cemetery state (value 0) takes what leaves `keep`
+        B, z_ext = A, z
+        if mask is not None:
+            K = (sp.diags_array(mask) @ A).tocsr()
+            lost = 1.0 - np.asarray(K.sum(axis=1)).ravel()
+            B = sp.block_array([[K, sp.csr_array(lost[:, None])],
+                                [sp.csr_array((1, n)), sp.csr_array(np.ones((1, 1)))]], format="csr")
+            z_ext = np.append(z, 0.0)
+        settled = _settle(B, z_ext, k, eps, solver)
+        if settled is not None:
+            out, sinfo = settled
+            return out[:n].copy(), {"method": "step iteration", "matvecs": sinfo["steps"],
+                                    "error_bound": sinfo["gap_to_limit"], "seconds": time.perf_counter() - t0,
+                                    "steady_state_detection": sinfo}
     for _ in range(k):
         z = A @ z
         if mask is not None:
@@ -146,8 +260,15 @@ def step_values(P, values, steps, *, keep=None) -> tuple[np.ndarray, dict]:
     return z, {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
 
 
-def step_cumulative(P, reward, steps) -> tuple[np.ndarray, dict]:
+def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto") -> tuple[np.ndarray, dict]:
     """Expected reward of the first ``steps`` steps, ``Σ_{i<k} P^i r``, from every state.
+
+    For ``k`` beyond :data:`~exactq.solvers.transient.STEADY_STATE_MIN_STEPS` the sum is
+    taken over blocks of ``L`` steps (``L`` the period), ``b = Σ_{c<L} P^c r``, and
+    stopped at the first block ``M`` where ``(P^L)^M b`` is within ``eps max|r| L / 2`` of
+    its limit ``u`` (:func:`~exactq.solvers.transient.long_run_values`); the remaining
+    blocks add ``u`` each (the steady state's reward for the remaining steps), with an
+    error of at most the gap times their number.
 
     Examples
     --------
@@ -165,10 +286,127 @@ def step_cumulative(P, reward, steps) -> tuple[np.ndarray, dict]:
     r = np.asarray(reward, dtype=float)
     if r.shape != (n,) or not np.all(np.isfinite(r)):
         raise ModelError(f"reward must be {n} finite numbers (one per state)")
+    if k > STEADY_STATE_MIN_STEPS:
+        out = _settled_sum(A, r, k, eps, solver)
+        if out is not None:
+            x, sinfo = out
+            return x, {"method": "step iteration", "matvecs": sinfo["steps"], "error_bound": sinfo["error_bound"],
+                       "seconds": time.perf_counter() - t0, "steady_state_detection": sinfo}
     x = np.zeros(n)
     for _ in range(k):
         x = r + A @ x
     return x, {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
+
+
+def _settled_sum(A, r, k: int, eps: float, solver: str):
+    """``Σ_{i<k} P^i r`` by blocks of the period and steady-state detection (see :func:`step_cumulative`).
+
+    With ``k = mL + c``: ``Σ_{j<m} (P^L)^j b + (P^L)^m p`` where ``b = Σ_{i<L} P^i r`` and
+    ``p = Σ_{i<c} P^i r``; both sequences ``(P^L)^j b`` and ``(P^L)^j p`` are followed to
+    their limits, and the sum is completed once both are within the tolerance.
+    """
+    L = period(A)
+    if L * DETECT_EVERY * 4 > k:
+        return None
+    n = A.shape[0]
+    m, c = divmod(k, L)
+    b = np.zeros(n)
+    p = np.zeros(n)
+    x = np.asarray(r, dtype=float).copy()
+    for i in range(L):  # b = Σ_{i<L} P^i r, p = Σ_{i<c} P^i r
+        b += x
+        if i < c:
+            p += x
+        x = A @ x
+    PL = A if L == 1 else _power(A, L)
+    G = (PL - sp.eye_array(n, format="csr")).tocsr()
+    ub, binfo = long_run_values(G, b, solver=solver)
+    up, pinfo = long_run_values(G, p, solver=solver) if c else (np.zeros(n), {"residual": 0.0})
+    scale = float(np.max(np.abs(r), initial=0.0))
+    res = max(float(binfo["residual"]), float(pinfo["residual"]))
+    slack = (res + 8 * np.finfo(float).eps) * max(scale * L, 1.0)
+    tol = eps * max(scale * L, 1e-300) / 2
+    acc = np.zeros(n)
+    y, z = b, p
+    for j in range(m):  # blocks 0 .. m-1 cover the steps 0 .. mL-1
+        if j % DETECT_EVERY == 0:
+            gap = max(float(np.max(np.abs(y - ub), initial=0.0)), float(np.max(np.abs(z - up), initial=0.0))) + slack
+            if gap <= tol:
+                rest = m - j
+                out = acc + rest * ub + up
+                return out, {"period": L, "steps": int(j * L + L), "blocks": int(j), "gap_to_limit": gap,
+                             "error_bound": gap * (rest + 1), "steady_from_step": int(j * L),
+                             "rule": LIMIT_RULE + " (each remaining block of the period adds u)",
+                             "limit_residual": res}
+        acc += y
+        y = PL @ y
+        if c:
+            z = PL @ z
+    return None
+
+
+def step_until_sets(adjacency, left_mask, right_mask, steps) -> tuple[np.ndarray, np.ndarray]:
+    """The states where ``P(left U<=steps right)`` is exactly 0 and exactly 1, by iteration on the graph.
+
+    With ``pos_0 = one_0 = right``: ``pos_{i+1} = right | (left & ¬right & some successor in
+    pos_i)`` and ``one_{i+1} = right | (left & ¬right & every successor in one_i)``, the
+    qualitative counterpart of :func:`step_bounded_until` (PRISM's bounded
+    precomputation). Both sequences only grow, so the iteration stops at its fixed
+    point (at most ``n`` steps) even for a huge bound.
+
+    Parameters
+    ----------
+    adjacency : (n, n) sparse array
+        1 for each transition of positive probability (self-loops included).
+
+    Returns
+    -------
+    (no, yes) : (n,) bool arrays
+
+    Examples
+    --------
+    A fair coin flipped until heads: after 3 flips heads has not surely come.
+
+    >>> A = sp.csr_array(np.array([[1.0, 1.0], [0.0, 1.0]]))
+    >>> no, yes = step_until_sets(A, [True, True], [False, True], 3)
+    >>> no.tolist(), yes.tolist()
+    ([False, False], [False, True])
+    """
+    A = sp.csr_array(adjacency)
+    n = A.shape[0]
+    k = _steps(steps)
+    left = as_mask(left_mask, n, "left_mask")
+    right = as_mask(right_mask, n, "right_mask")
+    go = left & ~right
+    pos, one = right.copy(), right.copy()
+    for _ in range(k):  # a loop over steps (to the fixed point), not states
+        new_pos = right | (go & ((A @ pos.astype(float)) > 0))
+        new_one = right | (go & ((A @ (~one).astype(float)) == 0))
+        if np.array_equal(new_pos, pos) and np.array_equal(new_one, one):
+            break
+        pos, one = new_pos, new_one
+    return ~pos, one
+
+
+def step_keep_sets(adjacency, no, yes, steps, keep) -> tuple[np.ndarray, np.ndarray]:
+    """``(no, yes)`` after ``steps`` steps that must stay in ``keep`` (the first phase of ``U[k1,k2]``).
+
+    The qualitative counterpart of :func:`step_values` with ``keep``: positive where
+    ``keep`` holds and some successor is positive, one where ``keep`` holds and every
+    successor is one. Stops early at a fixed point.
+    """
+    A = sp.csr_array(adjacency)
+    n = A.shape[0]
+    k = _steps(steps)
+    keep = as_mask(keep, n, "keep")
+    pos, one = ~np.asarray(no, dtype=bool), np.asarray(yes, dtype=bool).copy()
+    for _ in range(k):
+        new_pos = keep & ((A @ pos.astype(float)) > 0)
+        new_one = keep & ((A @ (~one).astype(float)) == 0)
+        if np.array_equal(new_pos, pos) and np.array_equal(new_one, one):
+            break
+        pos, one = new_pos, new_one
+    return ~pos, one
 
 
 register_method(

@@ -29,7 +29,7 @@ from scipy.optimize import brentq
 from scipy.sparse.linalg import spsolve_triangular
 
 from exactq.catalogue import register_solver
-from exactq.errors import AccuracyWarning, ConvergenceError, ModelError
+from exactq.errors import AccuracyWarning, ConvergenceError, ModelError, NonFiniteError
 from exactq.representations.pdmp import PDMP, PDMPSolution
 
 from .pdmp import _EPS, _support, _unstable, reference_window, stability
@@ -139,9 +139,22 @@ class _Level:
 
     def moment(self, k: float) -> float:
         h = np.diff(self.t)
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             body = np.sum(0.5 * h * (self.x[:-1] ** (k + 1) * self.fp[:-1] + self.x[1:] ** (k + 1) * self.fm[1:]))
             return float((body + self.P * self.x[-1] ** k) / self.Z)
+
+    def log_moment(self, k: float) -> float:
+        """``ln E[W^k]`` of the same trapezoid sum as :meth:`moment`, by a log-sum-exp (no overflow)."""
+        from scipy.special import logsumexp
+
+        h = np.diff(self.t)
+        lx = np.log(self.x)
+        a = np.concatenate([(k + 1) * lx[:-1], (k + 1) * lx[1:], [k * lx[-1]]])
+        b = np.concatenate([0.5 * h * self.fp[:-1], 0.5 * h * self.fm[1:], [self.P]])
+        lse, sign = logsumexp(a, b=b, return_sign=True)
+        if not sign > 0:  # pragma: no cover - a density is nonnegative
+            raise NonFiniteError(f"kolmogorov: the trapezoid sum of E[W^{k:g}] is not positive")
+        return float(lse) - math.log(self.Z)
 
     def _interp(self, values_left, values_right, tq):
         """Interpolate node values (one-sided at segment boundaries) at points ``tq`` inside the mesh."""
@@ -546,8 +559,31 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
             e += floor_cut * (finest.x[0] ** k + abs(value))
         return e
 
+    def log_moment(k: float):
+        """``E[W^k]`` when the float sum overflows: Richardson on ``ln E[W^k]`` (it has the same expansion)."""
+        L, eL, _ = richardson([lv.log_moment(k) for lv in levels], columns)
+        log_cut = [math.log(mass) + k * math.log(x) for mass, x in ((ceiling_mass, finest.x[-1]),
+                                                                      (floor_cut, finest.x[0])) if mass > 0]
+        tail_decides = not ceiling and ceiling_mass > 0 and log_cut[0] > math.log(1e-3) + L
+        if L > math.log(np.finfo(float).max):
+            where = ("; the computational window alone gives about" if tail_decides else " =") + \
+                f" 10^{L / math.log(10):.6g}"
+            raise NonFiniteError(f"E[W^{k:g}] is beyond the float64 range (about 1.8e308){where}")
+        v = math.exp(L)
+        if tail_decides:
+            warnings.warn(f"kolmogorov: E[W^{k:g}] depends on the tail beyond the computational window "
+                          f"(mass {ceiling_mass:.2e} at {finest.x[-1]:.3g}); the moment may be infinite",
+                          AccuracyWarning, stacklevel=2)
+            return v, math.inf
+        cut = sum(math.exp(min(c, 709.0)) for c in log_cut) + (ceiling_mass + floor_cut + noise_mass) * v
+        return v, v * math.expm1(eL) + cut + 4 * _EPS * math.sqrt(finest.t.size) * v * max(1.0, abs(L))
+
     def moment(k: float):
-        v, e, _ = richardson([lv.moment(k) for lv in levels], columns)
+        per_level = [lv.moment(k) for lv in levels]
+        if not all(math.isfinite(m) for m in per_level) or abs(k) * max(abs(math.log(finest.x[-1])),
+                                                                         abs(math.log(finest.x[0]))) > 700:
+            return log_moment(k)  # the sum, or the cut masses' weights x^k, overflow a double
+        v, e, _ = richardson(per_level, columns)
         if not ceiling and ceiling_mass * finest.x[-1] ** k > 1e-3 * abs(v):
             # the artificial ceiling's atom decides E[W^k]: the tail beyond the window range
             # (heavy, as a Pareto tail) is not resolved, so no finite error can be claimed

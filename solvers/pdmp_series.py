@@ -26,14 +26,48 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 from scipy.optimize import brentq
+from scipy.special import logsumexp
 
 from exactq.catalogue import register_solver
-from exactq.errors import ConvergenceError, ModelError, NotApplicableError
+from exactq.errors import ConvergenceError, ModelError, NonFiniteError, NotApplicableError
 from exactq.representations.pdmp import PDMP, PDMPSolution, StabilityVerdict
 
 from .pdmp import _EPS, _GL_W, _GL_X, _LONG_EPS, _power_law_parameters, _support, _unstable, stability
 
 __all__ = ["solve_series", "series_moment"]
+
+
+#: the most factors of ``(x; q)_inf`` evaluated in mpmath (about 1 s); nearer ``q = 1`` the series is refused
+QP_MAX_TERMS = 200_000
+#: the most digits the float-series cancellation may ask for (beyond, densities are refused)
+MAX_SERIES_DIGITS = 300
+
+
+class _QTooClose(NotApplicableError):
+    """``q = nu^m`` is so close to 1 that the q-Pochhammer products and series are out of reach."""
+
+
+def _qp_terms(q) -> int:
+    """Factors of ``(x; q)_inf`` until ``q^j`` is below the working precision: ``dps ln 10 / ln(1/q)``."""
+    lq = -float(mpmath.log(q))
+    return int(math.ceil((mpmath.mp.dps + 10) * math.log(10) / lq)) + 16 if lq > 0 else 10**18
+
+
+def _qp(x, q):
+    """``(x; q)_inf`` with as many factors as ``q`` needs (mpmath's default stops at ``50 prec``)."""
+    terms = _qp_terms(q)
+    if terms > QP_MAX_TERMS:
+        raise _QTooClose(f"q = nu^m = {float(q):.12g} is too close to 1: (x; q)_inf needs about {terms:.3g} factors, "
+                         f"above {QP_MAX_TERMS}")
+    return mpmath.qp(x, q, maxterms=terms)
+
+
+def _float(value, what: str) -> float:
+    """``value`` (an mpf) as a float, or :class:`NonFiniteError` with its value when it overflows float64."""
+    v = float(value)
+    if math.isinf(v) and mpmath.isfinite(value):
+        raise NonFiniteError(f"{what} = {mpmath.nstr(value, 6)} is beyond the float64 range (about 1.8e308)")
+    return v
 
 
 # ============================================================================ the q-series
@@ -46,9 +80,9 @@ def _phi(s, q):
     """
     s, q = mpmath.mpf(s), mpmath.mpf(q)
     if s > 0:
-        return mpmath.gamma(s) * mpmath.qp(q**s, q)
+        return mpmath.gamma(s) * _qp(q**s, q)
     N = int(mpmath.ceil(1 - s))
-    out = mpmath.gamma(s + N) * mpmath.qp(q ** (s + N), q)
+    out = mpmath.gamma(s + N) * _qp(q ** (s + N), q)
     lq = mpmath.log(q)
     for i in range(N):
         t = s + i
@@ -111,9 +145,13 @@ class _QSeries:
         last = int(alive[-1]) + 1 if alive.size else 1
         self.logc = logc[:last]
         self.sign = np.where(n[:last] % 2 == 0, 1.0, -1.0)
-        self.cancellation = float(np.exp(self.logc).sum())
+        log10_cancellation = float(logsumexp(self.logc)) / math.log(10)  # in log space: it overflows near q = 1
+        if last == n.size and self.logc[-1] > self.logc[-2] or log10_cancellation > MAX_SERIES_DIGITS:
+            raise _QTooClose(f"q = nu^m = {self.q:.12g} is too close to 1: the series cancels to about "
+                             f"10^{log10_cancellation:.3g}")
+        self.cancellation = 10.0 ** log10_cancellation
         self.float_ok = self.cancellation <= 1e6
-        self.mp_dps = max(self.dps, int(17 + math.log10(self.cancellation) + 8))
+        self.mp_dps = max(self.dps, int(17 + log10_cancellation + 8))
         # normalisation: int_0^inf x^-alpha H(x^m) dx = Phi(s0) theta^-s0 / m; with a floor, conditioned
         full, full_err = self._twice(lambda: _phi(self.s0, self.q) * mpmath.mpf(self.theta) ** (-self.s0))
         if self.w_min is None:
@@ -182,7 +220,7 @@ class _QSeries:
             with mpmath.workdps(self.dps + 20):
                 val = num / self.norm
                 err = abs(val) * (nerr / abs(num) + self.norm_err / abs(self.norm))
-        v = float(val)
+        v = _float(val, f"E[W^{k:g}]")
         return v, float(err) + abs(v) * 2 * _EPS
 
     # -- a rigorous bound on the lower tail (no floor): Markov's inequality for 1/W ----------
@@ -423,6 +461,59 @@ def _pareto_solution(rep: PDMP, verdict: StabilityVerdict, t0: float) -> PDMPSol
                         seconds=time.perf_counter() - t0)
 
 
+def _product_solution(rep: PDMP, verdict: StabilityVerdict, params: tuple, dps: int, why: str,
+                      t0: float) -> PDMPSolution:
+    """Moments of order ``k = j m`` (``j`` an integer) when ``q`` is too close to 1 for the series.
+
+    ``Phi(s + 1) = s Phi(s) / (1 - q^s)`` (from ``Gamma(s + 1) = s Gamma(s)`` and
+    ``(q^s; q)_inf = (1 - q^s) (q^(s+1); q)_inf``) turns the moment ratio into a finite
+    product, ``E[W^(j m)] = theta^-j prod_{i<j} (s0 + i) / (1 - q^(s0 + i))``, which
+    needs no infinite product; other orders, the density and the CDF need the series
+    and are refused (the ``numerical`` method computes them).
+
+    Examples
+    --------
+    AIMD (``m = 1``) with ``nu = 0.999999``: ``E[W] = (a / lam) / (1 - nu) = 10^6``:
+
+    >>> from exactq.representations.pdmp import PDMP, PowerLaw
+    >>> sol = solve_series(PDMP(PowerLaw(1.0), PowerLaw(1.0), nu=0.999999))
+    >>> bool(abs(sol.mean() / 1e6 - 1) < 1e-9), sol.info["law"].startswith("finite product")
+    (True, True)
+    """
+    a, alpha, lam, gamma, nu = params
+
+    def product(k, digits):
+        with mpmath.workdps(digits):
+            m = mpmath.mpf(gamma) + 1 - mpmath.mpf(alpha)
+            q, theta, s0 = mpmath.mpf(nu) ** m, mpmath.mpf(lam) / (mpmath.mpf(a) * m), (1 - mpmath.mpf(alpha)) / m
+            j = int(round(k / float(m)))
+            out = theta ** (-j)
+            for i in range(j):
+                out *= (s0 + i) / -mpmath.expm1((s0 + i) * mpmath.log(q))
+            return +out
+
+    def refused(what):
+        return NotApplicableError(f"{what}: the q-series does not apply ({why}); use --method numerical")
+
+    def moment(k):
+        j = k / (gamma + 1.0 - alpha)
+        if not (abs(j - round(j)) <= 1e-12 and round(j) >= 0):
+            raise refused(f"E[W^{k:g}] (an order that is not a multiple of m = {gamma + 1.0 - alpha:g})")
+        lo, hi = product(k, dps), product(k, dps + 20)
+        v = _float(hi, f"E[W^{k:g}]")
+        return v, float(abs(hi - lo)) + abs(v) * 2 * _EPS
+
+    def law(_x):
+        raise refused("the density and the CDF")
+
+    info = {"stability": verdict.to_info(),
+            "law": "finite product for the moments of order j m (the q-series is out of reach near q = 1)",
+            "series_refusal": why, "arithmetic": f"mpmath at {dps} and {dps + 20} digits",
+            "error_estimate_kind": "difference of two mpmath precisions"}
+    return PDMPSolution(verdict, "q-series/product", _support(rep), moment_fn=moment, density_fn=law, cdf_fn=law,
+                        quantile_fn=law, info=info, seconds=time.perf_counter() - t0)
+
+
 @register_solver(PDMP, name="q-series", applies=lambda rep: rep.series_refusal(),
                  doc="analytic stationary law of power-law profiles with W -> nu W: the q-Pochhammer series "
                      "(floor allowed, no ceiling)", options=("dps", "tol", "strict"))
@@ -471,7 +562,12 @@ def solve_series(rep: PDMP, *, dps: int = 30, tol: float = 1e-9, strict: bool = 
     a, alpha, lam, gamma, nu = _power_law_parameters(rep)
     if abs(gamma + 1.0 - alpha) <= 1e-12:
         return _pareto_solution(rep, verdict, t0)
-    law = _QSeries(a, alpha, lam, gamma, nu, rep.w_min, int(dps))
+    try:
+        law = _QSeries(a, alpha, lam, gamma, nu, rep.w_min, int(dps))
+    except _QTooClose as exc:
+        if rep.w_min is not None:
+            raise NotApplicableError(f"the q-series does not apply: {exc}; use --method numerical") from None
+        return _product_solution(rep, verdict, (a, alpha, lam, gamma, nu), int(dps), str(exc), t0)
 
     def moment(k):
         v, e = law.moment(k)

@@ -34,7 +34,8 @@ import scipy.sparse as sp
 
 from exactq.errors import ModelError
 
-__all__ = ["FoxGlynn", "fox_glynn", "transient", "bounded_until", "transient_values", "cumulative_reward"]
+__all__ = ["FoxGlynn", "fox_glynn", "transient", "bounded_until", "transient_values", "cumulative_reward",
+           "long_run_values"]
 
 #: Uniformisation rate factor: q = UNIFORMISATION_FACTOR * max_i |Q_ii| (keeps P's diagonal > 0).
 UNIFORMISATION_FACTOR = 1.02
@@ -504,7 +505,108 @@ def _monotone_steady_state(A, left, right, P, target, fg, eps, max_steps=None):
     return None
 
 
-def transient_values(Q, values, t: float, *, absorbing=None, eps: float = 1e-12) -> tuple[np.ndarray, dict]:
+def long_run_values(Q, values, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
+    """``u(s) = lim_t E_s[v(X_t)]`` (for a DTMC's ``P - I``: the Cesàro limit), from every state.
+
+    Parameters
+    ----------
+    Q : (n, n) sparse array
+        Generator (rows sum to 0).
+    values : (n,) array_like
+        The state function ``v``.
+    solver : str
+        The stationary method of the closed classes (:func:`exactq.solvers.stationary.stationary`).
+
+    Returns
+    -------
+    u : (n,) ndarray
+        On a closed class, ``π_C · v``; elsewhere the average over the closed class the
+        chain ends in, weighted by the probability of ending there.
+    info : dict
+        ``closed_classes``, ``residual`` (the largest of the stationary and absorption
+        solves), ``method``.
+
+    Notes
+    -----
+    ``u = P u`` for the uniformised matrix ``P = I + Q/q``, so ``P^k v - u = P^k (v - u)``
+    and ``max |P^k v - u|`` never increases with ``k`` (``P`` is stochastic): once it is
+    small, every later term is as close. This is what stops the transient sums of
+    :func:`transient_values`, :func:`cumulative_reward` and their DTMC versions long
+    before a huge time bound (steady-state detection with a bound, instead of the
+    usual test on two successive iterates; Malhotra, Muppala & Trivedi, "Stiffness-
+    tolerant methods for transient analysis of stiff Markov chains", 1994, for the idea).
+
+    Examples
+    --------
+    Two states swapping at rates 2 and 1: the long-run probability of state 1 is 2/3.
+
+    >>> u, _ = long_run_values(sp.csr_array([[-2.0, 2.0], [1.0, -1.0]]), [0.0, 1.0])
+    >>> bool(np.allclose(u, 2 / 3, rtol=1e-14))
+    True
+    """
+    from .reachability import absorption_values
+    from .stationary import stationary
+    from .structure import communicating_classes
+
+    A = sp.csr_array(Q, dtype=float)
+    v = np.asarray(values, dtype=float)
+    cls = communicating_classes(sp.csr_matrix(A))
+    labels = cls.labels
+    recurrent = cls.recurrent_mask
+    sizes = np.bincount(labels, minlength=cls.n_classes)
+    class_value = np.zeros(cls.n_classes)
+    single = cls.closed[sizes[cls.closed] == 1]
+    first = np.full(cls.n_classes, -1)
+    first[labels[::-1]] = np.arange(len(labels))[::-1]
+    class_value[single] = v[first[single]]
+    residual, methods = 0.0, set()
+    Acsr = sp.csr_matrix(A)
+    for c in cls.closed[sizes[cls.closed] > 1]:  # a loop over the (few) larger closed classes
+        idx = np.flatnonzero(labels == c)
+        st = stationary(Acsr[idx][:, idx], method=solver if solver != "level-aggregation" else "auto")
+        used = st.pi > 0
+        class_value[c] = float(np.dot(st.pi[used], v[idx][used]))
+        residual = max(residual, float(st.residual))
+        methods.add(st.method)
+    v_rec = np.where(recurrent, class_value[labels], 0.0)
+    if recurrent.all():
+        u = v_rec
+    else:
+        u, ainfo = absorption_values(A, recurrent, v_rec)
+        residual = max(residual, float(ainfo["residual"]))
+    return u, {"closed_classes": int(len(cls.closed)), "residual": residual,
+               "method": ", ".join(sorted(methods)) or "trivial"}
+
+
+#: how often (in products) the steady-state detection compares the iterate with its limit
+DETECT_EVERY = 64
+LIMIT_RULE = ("max |P^k v - u| is nonincreasing (u = P u, the long-run values); stopped once it is small and the "
+              "rest of the sum completed with u")
+
+
+def _limit_sum(P, v, weights_of, n_terms, u, scale, tol, slack):
+    """``Σ_k c_k P^k v`` for ``k < n_terms``, stopped at the first ``K`` (a multiple of DETECT_EVERY)
+    with ``max |P^K v - u| + slack <= tol``: returns ``(partial, K, gap)`` or None if never.
+
+    ``weights_of(k)`` gives ``c_k``; the caller completes the sum with ``u`` times the
+    remaining weight, and the error is at most ``gap`` times that weight.
+    """
+    x = np.asarray(v, dtype=float).copy()
+    acc = np.zeros_like(x)
+    for k in range(n_terms):  # a loop over products, not states
+        if k % DETECT_EVERY == 0:
+            gap = float(np.max(np.abs(x - u), initial=0.0)) + slack
+            if gap <= tol:
+                return acc, k, gap
+        c = weights_of(k)
+        if c:
+            acc += c * x
+        x = P @ x
+    return None
+
+
+def transient_values(Q, values, t: float, *, absorbing=None, eps: float = 1e-12,
+                     solver: str = "auto") -> tuple[np.ndarray, dict]:
     """Expected value at time ``t`` of a state function: ``(exp(Q' t) v)(s)`` from every state ``s``.
 
     Parameters
@@ -560,7 +662,13 @@ def transient_values(Q, values, t: float, *, absorbing=None, eps: float = 1e-12)
     if t == 0.0 or P is None:
         return v.copy(), {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": None, "matvecs": 0,
                           "truncated_mass": 0.0, "error_bound": 0.0, "seconds": time.perf_counter() - t0}
-    fg = fox_glynn(q * t, eps)
+    rate_time = q * t
+    if rate_time > STEADY_STATE_MIN_STEPS:
+        detected = _detect_values(A, P, v, rate_time, eps, scale, solver)
+        if detected is not None:
+            out, extra = detected
+            return out, dict(extra, method="uniformisation", uniformisation_rate=q, seconds=time.perf_counter() - t0)
+    fg = fox_glynn(rate_time, eps)
     out = _poisson_sum(lambda x: P @ x, v, fg)
     info = {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": fg.summary(),
             "matvecs": int(fg.right), "truncated_mass": float(fg.total_mass_lost),
@@ -568,7 +676,30 @@ def transient_values(Q, values, t: float, *, absorbing=None, eps: float = 1e-12)
     return out, info
 
 
-def cumulative_reward(Q, reward, t: float, *, eps: float = 1e-12) -> tuple[np.ndarray, dict]:
+def _detect_values(A, P, v, rate_time, eps, scale, solver):
+    """``E[v(X_t)]`` for ``qt = rate_time`` far beyond mixing: ``u`` once ``P^K v`` is within ``eps`` of it.
+
+    Every Poisson term from ``K`` on is within ``gap`` of ``u``, and the terms before
+    ``K`` weigh at most ``P(N < K)`` (a Chernoff bound), so ``|out - exact| <= gap + 2
+    max|v| P(N < K)``. None when the products do not settle before ``qt / 2``.
+    """
+    u, linfo = long_run_values(A, v, solver=solver)
+    slack = (float(linfo["residual"]) + 8 * np.finfo(float).eps) * max(scale, 1.0)
+    found = _limit_sum(P, v, lambda k: 0.0, int(rate_time / 2), u, scale, eps * max(scale, 1e-300) / 2, slack)
+    if found is None:
+        return None
+    _, k, gap = found
+    before = math.exp(_log_tail_bound(rate_time, k)) if k else math.exp(-rate_time)
+    err = gap + 2 * scale * before
+    if err > eps * max(scale, 1e-300):
+        return None
+    info = {"fox_glynn": None, "matvecs": int(k), "truncated_mass": float(before), "error_bound": float(err),
+            "steady_state_detection": {"steps": int(k), "gap_to_limit": gap, "poisson_mass_before": before,
+                                       "rule": LIMIT_RULE, "limit_residual": float(linfo["residual"])}}
+    return u.copy(), info
+
+
+def cumulative_reward(Q, reward, t: float, *, eps: float = 1e-12, solver: str = "auto") -> tuple[np.ndarray, dict]:
     """Expected reward accumulated up to time ``t``: ``E_s[∫_0^t r(X_u) du]`` from every state.
 
     Parameters
@@ -598,6 +729,12 @@ def cumulative_reward(Q, reward, t: float, *, eps: float = 1e-12) -> tuple[np.nd
     [FG88]_; the neglected terms are at most ``E[(N - R)^+]/q · max|r|``, below
     ``error_bound = eps (t + R/q) max|r|``.
 
+    For ``qt`` beyond :data:`STEADY_STATE_MIN_STEPS` the products stop at the first
+    ``K`` where ``max |P^K r - u| <= eps max|r| / 2`` (``u`` the long-run reward rates,
+    :func:`long_run_values`); the rest of the sum is ``u`` times its weight
+    ``E[(N - K)^+]/q``, about ``(t - K/q) u``: the reward of the steady state for the
+    remaining time. ``info["steady_state_detection"]`` reports ``K`` and the bound.
+
     Examples
     --------
     One state of reward rate 2 that leaves at rate 3 to a reward-free absorbing state:
@@ -622,7 +759,27 @@ def cumulative_reward(Q, reward, t: float, *, eps: float = 1e-12) -> tuple[np.nd
     if P is None:  # no transitions at all: the reward accumulates linearly
         return r * t, {"method": "uniformisation", "matvecs": 0, "error_bound": 0.0,
                        "seconds": time.perf_counter() - t0}
-    fg = fox_glynn(q * t, eps)
+    scale = float(np.max(np.abs(r))) if n else 0.0
+    rate_time = q * t
+    if rate_time > STEADY_STATE_MIN_STEPS:
+        u, linfo = long_run_values(A, r, solver=solver)
+        slack = (float(linfo["residual"]) + 8 * np.finfo(float).eps) * max(scale, 1.0)
+        found = _limit_sum(P, r, lambda k: 1.0, int(rate_time / 2), u, scale, eps * max(scale, 1e-300) / 2, slack)
+        if found is not None:
+            acc, k, gap = found
+            before = math.exp(_log_tail_bound(rate_time, k)) if k else math.exp(-rate_time)
+            # Σ_{j<K} P(N>j) v_j / q with P(N>j) = 1 - P(N<=j) >= 1 - P(N<K); the rest weighs E[(N-K)^+] / q
+            rest = rate_time - k  # E[(N-K)^+] = qt - K + E[(K-N)^+], the last at most K P(N < K)
+            out = (acc + rest * u) / q
+            err = (gap * (rest + k * before) + 2 * k * before * max(scale, float(np.max(np.abs(u), initial=0.0)))) / q
+            if err <= eps * (t + k / q) * max(scale, 1e-300):
+                return out, {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": None,
+                             "matvecs": int(k), "error_bound": float(err), "seconds": time.perf_counter() - t0,
+                             "steady_state_detection": {"steps": int(k), "gap_to_limit": gap,
+                                                        "steady_from_time": k / q, "poisson_mass_before": before,
+                                                        "rule": LIMIT_RULE + " (times the remaining time)",
+                                                        "limit_residual": float(linfo["residual"])}}
+    fg = fox_glynn(rate_time, eps)
     # c_k = P(N > k) / q: 1/q below the window, 1 - (cumulated window weights) inside it
     tail = 1.0 - np.cumsum(fg.weights)
     tail[-1] = 0.0
@@ -635,7 +792,6 @@ def cumulative_reward(Q, reward, t: float, *, eps: float = 1e-12) -> tuple[np.nd
         if k < fg.right:
             v = P @ v
     acc /= q
-    scale = float(np.max(np.abs(r))) if n else 0.0
     info = {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": fg.summary(), "matvecs": int(fg.right),
             "error_bound": eps * (t + fg.right / q) * scale, "seconds": time.perf_counter() - t0}
     return acc, info

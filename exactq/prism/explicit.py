@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from exactq.ctmc import CTMC, DTMC
-from exactq.errors import ModelError
+from exactq.errors import ModelError, file_error
 from exactq.statespace import StateSpace
 
 __all__ = ["write_explicit", "read_explicit", "write_mtx", "chain_transitions"]
@@ -99,6 +99,13 @@ def write_explicit(chain, prefix: str, *, bool_vars=(), rewards: dict | None = N
     >>> back.Q.toarray().tolist() == c.Q.toarray().tolist()
     True
     """
+    try:
+        return _write_explicit(chain, prefix, bool_vars, rewards)
+    except OSError as exc:  # a missing or read-only folder: one line naming the file
+        raise file_error(exc, "write") from None
+
+
+def _write_explicit(chain, prefix: str, bool_vars, rewards) -> list[str]:
     M = chain_transitions(chain)
     n = chain.n_states
     files = []
@@ -165,8 +172,13 @@ def write_mtx(chain, path: str) -> str:
 
     M = sp.coo_matrix(chain.P if isinstance(chain, DTMC) else chain.Q)
     what = "transition matrix P of a DTMC" if isinstance(chain, DTMC) else "generator Q of a CTMC (rows sum to 0)"
-    scipy.io.mmwrite(path, M, comment=f" exactq: {what}; states as in the .sta order", precision=17)
-    return path if path.endswith(".mtx") else path + ".mtx"
+    target = path if path.endswith(".mtx") else path + ".mtx"
+    try:  # the file is opened here: scipy's mmwrite to a path in a missing folder fails silently (scipy 1.17)
+        with open(target, "wb") as fh:
+            scipy.io.mmwrite(fh, M, comment=f" exactq: {what}; states as in the .sta order", precision=17)
+    except OSError as exc:
+        raise file_error(exc, "write", target) from None
+    return target
 
 
 def read_explicit(tra: str, sta: str | None = None, lab: str | None = None, *, kind: str | None = None):

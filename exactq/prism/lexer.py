@@ -13,7 +13,9 @@ Every error of the front end is one line that says where: ``tandem.sm, line 3, c
 from __future__ import annotations
 
 import re
+import sys
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from exactq.errors import ModelError, NotApplicableError, QuerySyntaxError
@@ -27,7 +29,15 @@ __all__ = [
     "PrismModelError",
     "PrismWarning",
     "warn",
+    "read_source",
+    "deep_recursion",
+    "MAX_NESTING",
 ]
+
+#: the deepest nesting of parentheses, operators, queries and formulas the front end accepts
+MAX_NESTING = 1000
+#: Python frames the front end may need at MAX_NESTING (about a dozen per level in the parser)
+_FRAMES_NEEDED = 30 * MAX_NESTING + 2000
 
 
 class PrismSyntaxError(QuerySyntaxError):
@@ -49,6 +59,66 @@ class PrismWarning(RuntimeWarning):
 def warn(message: str) -> None:
     """Issue a :class:`PrismWarning` (the command line prints it as ``exactq: warning: ...``)."""
     warnings.warn(message, PrismWarning, stacklevel=3)
+
+
+def read_source(path: str, what: str = "PRISM file") -> str:
+    """The text of a PRISM model or properties file: UTF-8, or Latin-1 with a warning.
+
+    A file that is not valid UTF-8 is read as Latin-1 (every byte is a character there,
+    so nothing is lost), and a :class:`PrismWarning` names the first byte that is not
+    UTF-8 and its position. An unreadable file is one :class:`PrismModelError` line.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); f = os.path.join(d, "m.sm")
+    >>> _ = open(f, "wb").write("// caf\\u00e9\\nctmc".encode("latin-1"))
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     text = read_source(f)
+    >>> text.splitlines()[1], "byte 0xe9 at line 1" in str(w[0].message)
+    ('ctmc', True)
+    """
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise PrismModelError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        warnings.warn(f"{path}: not UTF-8 (byte 0x{raw[exc.start]:02x} at line {line}, column {col}); read as "
+                      "Latin-1", PrismWarning, stacklevel=2)
+        text = raw.decode("latin-1")
+    if text.startswith("\ufeff"):  # a byte-order mark
+        text = text[1:]
+    return text
+
+
+@contextmanager
+def deep_recursion(what: str = "the expression"):
+    """Room for the front end's recursion on deeply nested input, and one line instead of a RecursionError.
+
+    The parser refuses nesting deeper than :data:`MAX_NESTING` levels with its position;
+    formulas, labels and properties that expand to deeper trees, and any other
+    structure whose depth exceeds what the tree walkers can take, end in one
+    :class:`PrismModelError` line naming ``what``.
+    """
+    old = sys.getrecursionlimit()
+    raised = old < _FRAMES_NEEDED
+    if raised:
+        sys.setrecursionlimit(_FRAMES_NEEDED)
+    try:
+        yield
+    except RecursionError:
+        raise PrismModelError(f"{what} is nested too deeply (more than {MAX_NESTING} levels of parentheses, "
+                              "operators, formulas or queries)") from None
+    finally:
+        if raised and sys.getrecursionlimit() == _FRAMES_NEEDED:
+            sys.setrecursionlimit(old)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -33,12 +34,12 @@ from exactq.errors import ModelError
 from exactq.params import REQUIRED, Param
 from exactq.query import RewardStructure
 
-from .lexer import PrismModelError, Source
+from .lexer import PrismModelError, Source, read_source
 from .semantics import Symbols, VarInfo, analyse
 from .syntax import parse_model_text
 
 __all__ = ["ChainModel", "PrismModel", "ExplicitModel", "load_prism", "load_explicit", "register", "parse_constants",
-           "is_prism_path"]
+           "is_prism_path", "constant_ranges", "expand_ranges", "describe_prism"]
 
 PRISM_SUFFIXES = (".sm", ".prism", ".pm", ".nm", ".smg")
 
@@ -68,6 +69,74 @@ def parse_constants(constants) -> dict:
                 raise ModelError(f"--const gives {name.strip()} twice")
             out[name.strip()] = value.strip()
     return out
+
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def constant_ranges(constants) -> tuple[dict, dict]:
+    """Split ``--const`` values into single values and PRISM experiment ranges.
+
+    A range is ``lo:step:hi`` or ``lo:hi`` (step 1), as PRISM's ``-const``; its values
+    are ``lo, lo+step, ...`` up to ``hi`` (within a relative ``1e-12``), integers when
+    ``lo``, ``step`` and ``hi`` are.
+
+    Returns
+    -------
+    (dict, dict)
+        ``name -> value`` of the single values, and ``name -> list of values`` of the
+        ranges (in the order given).
+
+    Raises
+    ------
+    ModelError
+        For a malformed range, a step that is not positive, ``lo > hi``, or a range
+        too long for the memory budget.
+
+    Examples
+    --------
+    >>> constant_ranges("N=2:4,T=0:0.5:1,K=3")
+    ({'K': '3'}, {'N': [2, 3, 4], 'T': [0.0, 0.5, 1.0]})
+    """
+    import re
+
+    from exactq.budget import require_memory
+
+    single, ranges = {}, {}
+    for name, raw in parse_constants(constants).items():
+        text = str(raw).strip()
+        if ":" not in text:
+            single[name] = raw
+            continue
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not all(re.fullmatch(_NUMBER, p.strip()) for p in parts):
+            raise ModelError(f"--const {name}={text}: a range must look like lo:step:hi or lo:hi (numbers)")
+        nums = [p.strip() for p in parts]
+        lo, hi = nums[0], nums[-1]
+        step = nums[1] if len(nums) == 3 else "1"
+        integral = all(re.fullmatch(r"[-+]?\d+", v) for v in (lo, step, hi))
+        conv = int if integral else float
+        a, d, b = conv(lo), conv(step), conv(hi)
+        if not all(math.isfinite(float(v)) for v in (a, d, b)):
+            raise ModelError(f"--const {name}={text}: the range's ends and step must be finite")
+        if d <= 0:
+            raise ModelError(f"--const {name}={text}: the step of a range must be > 0; got {step}")
+        if a > b:
+            raise ModelError(f"--const {name}={text}: the range is empty (lo {lo} > hi {hi})")
+        count = int(math.floor((b - a) / d * (1 + 1e-12) + 1e-12)) + 1
+        require_memory(count * 64.0, f"--const {name}={text} ({count} values)")
+        values = [a + k * d for k in range(count)] if integral else [float(a + k * d) for k in range(count)]
+        ranges[name] = values
+    return single, ranges
+
+
+def expand_ranges(ranges: dict):
+    """Every combination of the ranges' values (the last name varies fastest), as dicts."""
+    import itertools
+
+    names = list(ranges)
+    for combo in itertools.product(*(ranges[n] for n in names)):
+        yield dict(zip(names, combo))
 
 
 # ============================================================================ chain models
@@ -181,18 +250,27 @@ class PrismModel(ChainModel):
         b = build_model(self.info, strict=self.strict)
         return Built(b.chain, b.rewards, b.n_transitions, b.build_seconds, b.n_deadlocks)
 
-    def compile_properties(self, text: str, source_name: str = "property") -> list:
-        """Compile PRISM properties (one, or a properties file's text) against this model."""
+    def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
+                           constants: dict | None = None, check_constants: bool = True) -> list:
+        """Compile PRISM properties (one, a properties file's text, or a PropertyContext) against this model.
+
+        Needs only the model's declarations (:attr:`info`), not its chain: properties
+        are parsed and type-checked before anything is built. ``constants`` adds
+        values for the properties' constants to the model's; ``errors`` as for
+        :func:`exactq.prism.properties.compile_properties`. With ``check_constants``
+        a given constant that nothing uses is an error (a misspelt name).
+        """
         from .properties import compile_properties
 
         given = dict(self.constants)
+        given.update(constants or {})
         props, used = compile_properties(text, self.info.symbols, self.kind, constants=given,
-                                         source_name=source_name)
+                                         source_name=source_name, errors=errors)
         declared = set(self.info.constants)
         unknown = [k for k in given if k not in declared and k not in used]
-        if unknown:
-            raise PrismModelError(f"--const {unknown[0]}: neither the model nor the properties declare a constant "
-                                  f"{unknown[0]!r}")
+        if check_constants and unknown and not any(p.error is not None for p in props):
+            raise PrismModelError(f"--const {unknown[0]}: no constant of the model or of the properties, and no "
+                                  f"property, uses the name {unknown[0]!r}")
         return props
 
 
@@ -240,14 +318,19 @@ def load_prism(path: str, constants=None, *, strict: bool = False, text: str | N
     True
     """
     if text is None:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise ModelError(f"cannot read the PRISM file {path}: {exc.strerror or exc}") from None
+        text = read_source(path, "PRISM file")
     name = os.path.basename(str(path)) or "model"
     mf = parse_model_text(text, name)
-    given = parse_constants(constants)
+    return _load(mf, path, parse_constants(constants), strict=strict)
+
+
+def _load(mf, path: str, given: dict, *, strict: bool = False) -> "PrismModel":
+    """The model of a parsed file with these constants (``load_prism`` without the reading and parsing)."""
+    name = os.path.basename(str(path)) or "model"
+    if any(":" in str(v) for v in given.values()):
+        bad = next(k for k, v in given.items() if ":" in str(v))
+        raise ModelError(f"--const {bad}={given[bad]}: a range of values is an experiment; give it to 'exactq check' "
+                         "(one answer per value), or one value here")
     info = analyse(mf, given, extra_constants=set(given))
     stem = os.path.splitext(name)[0]
     reward_names = [r.name if r.name is not None else f"#{k + 1}" for k, r in enumerate(info.rewards)]
@@ -257,6 +340,95 @@ def load_prism(path: str, constants=None, *, strict: bool = False, text: str | N
     model = cls(path=str(path), constants=tuple(sorted(given.items())), strict=strict)
     model.__dict__["info"] = info
     return model
+
+
+def describe_prism(path: str, constants=None, *, strict: bool = False, text: str | None = None) -> dict:
+    """What a PRISM file declares, and with every constant given, the size of its chain (``exactq models FILE.sm``).
+
+    Returns a JSON-ready dict: ``file``, ``type``, ``constants`` (name, type,
+    ``undefined``, value or ``definition``), ``undefined_constants``, ``variables``
+    (name, type, module, ``range`` as ``[lo..hi]`` or ``bool``, ``lo``/``hi`` when known,
+    ``init``), ``labels`` (the built-in ``init`` and ``deadlock`` included), ``rewards``
+    (name, number of state and transition items), ``modules``, ``actions``; and, when
+    no constant is missing, ``n_states``, ``n_transitions``, ``n_deadlocks`` and
+    ``build_seconds`` (the chain is built).
+
+    Examples
+    --------
+    >>> d = describe_prism("q.sm", "K=2", text='ctmc const int K; module q n : [0..K]; '
+    ...                    '[] n<K -> 1 : (n\\'=n+1); [] n>0 -> 2 : (n\\'=n-1); endmodule label "full" = n=K;')
+    >>> d["undefined_constants"], d["variables"][0]["range"], d["n_states"], d["labels"]
+    (['K'], '[0..2]', 3, ['full', 'init', 'deadlock'])
+    """
+    from .syntax import RenamedModuleNode
+
+    if text is None:
+        text = read_source(path, "PRISM file")
+    name = os.path.basename(str(path)) or "model"
+    mf = parse_model_text(text, name)
+    given = parse_constants(constants)
+    undefined = [d.name for d in mf.constants if d.expr is None]
+    missing = [n for n in undefined if n not in given]
+    out: dict = {"file": str(path), "type": mf.type}
+    info = None
+    if not missing:
+        model = _load(mf, path, given, strict=strict)
+        info = model.info
+    consts = []
+    for d in mf.constants:
+        value = None
+        if info is not None and d.name in info.constants:
+            value = info.constants[d.name][1]
+        elif d.name in given:
+            value = given[d.name]
+        entry = {"name": d.name, "type": d.type, "undefined": d.expr is None, "value": value}
+        if d.expr is not None:
+            entry["definition"] = str(d.expr)
+        consts.append(entry)
+    out["constants"] = consts
+    out["undefined_constants"] = undefined
+    variables = []
+    if info is not None:
+        for v in info.variables:
+            rng = "bool" if v.type == "bool" else f"[{v.lo}..{v.hi}]"
+            init = (bool(v.init) if v.type == "bool" else v.init) if v.init is not None else "init ... endinit"
+            variables.append({"name": v.name, "type": v.type, "module": v.module, "range": rng,
+                              "lo": v.lo, "hi": v.hi, "init": init})
+    else:
+        decls = [(d, None) for d in mf.globals]
+        written = {m.name: m for m in mf.modules if not isinstance(m, RenamedModuleNode)}
+        for m in mf.modules:
+            if isinstance(m, RenamedModuleNode):
+                base = written.get(m.base)
+                ren = {old: new for old, new, _, _ in m.renames}
+                for d in (base.decls if base else []):
+                    decls.append((type(d)(ren.get(d.name, d.name), d.type, d.lo, d.hi, d.init, d.line, d.col), m.name))
+            else:
+                decls += [(d, m.name) for d in m.decls]
+        for d, owner in decls:
+            rng = "bool" if d.type == "bool" else f"[{d.lo}..{d.hi}]"
+            init = str(d.init) if d.init is not None else ("init ... endinit" if mf.init is not None else
+                                                           ("false" if d.type == "bool" else str(d.lo)))
+            variables.append({"name": d.name, "type": d.type, "module": owner, "range": rng, "init": init})
+    out["variables"] = variables
+    out["labels"] = list(mf.labels) + ["init", "deadlock"]
+    out["rewards"] = [{"name": r.name, "state_items": sum(1 for it in r.items if it.action is None),
+                       "transition_items": sum(1 for it in r.items if it.action is not None)} for r in mf.rewards]
+    out["modules"] = [m.name for m in mf.modules]
+    actions: list = []
+    for m in mf.modules:
+        if not isinstance(m, RenamedModuleNode):
+            for c in m.commands:
+                if c.action and c.action not in actions:
+                    actions.append(c.action)
+    out["actions"] = actions if info is None else list(info.actions)
+    if info is not None:
+        built = model.built
+        out.update(n_states=int(built.chain.n_states), n_transitions=int(built.n_transitions),
+                   n_deadlocks=int(built.n_deadlocks), build_seconds=float(built.build_seconds))
+    else:
+        out["missing_constants"] = missing
+    return out
 
 
 # ------------------------------------------------------------------------- explicit files
@@ -279,7 +451,8 @@ class ExplicitModel(ChainModel):
             n_trans = int(chain.Q.nnz - np.count_nonzero(chain.Q.diagonal()))
         return Built(chain, rewards, n_trans, self._seconds)
 
-    def compile_properties(self, text: str, source_name: str = "property") -> list:
+    def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
+                           constants: dict | None = None, check_constants: bool = True) -> list:
         from .properties import compile_properties
 
         chain = self.built.chain
@@ -287,7 +460,8 @@ class ExplicitModel(ChainModel):
         variables = {name: VarInfo(name, "int", int(chain.states[:, k].min()), int(chain.states[:, k].max()), None,
                                    None, k, 1, 1) for k, name in enumerate(chain.space.names)}
         sym = Symbols(src, variables=variables, builtin_labels=tuple(chain.labels))
-        return compile_properties(text, sym, self.kind, source_name=source_name)[0]
+        return compile_properties(text, sym, self.kind, source_name=source_name, errors=errors,
+                                  constants=constants)[0]
 
 
 def load_explicit(path: str, *, kind: str | None = None) -> ExplicitModel:

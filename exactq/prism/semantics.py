@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .lexer import PrismModelError, Source
+from .lexer import MAX_NESTING, PrismModelError, Source, deep_recursion
 from .syntax import (
-    Assign, Binary, Call, CommandNode, Expr, FilterNode, Ident, Ite, LabelRef, Literal, ModelFile, ModuleNode,
+    Assign, Binary, Call, Chain, CommandNode, Expr, FilterNode, Ident, Ite, LabelRef, Literal, ModelFile, ModuleNode,
     QueryNode, RenamedModuleNode, Unary, UpdateNode, VarDecl,
 )
 
 __all__ = ["Compiled", "EvalContext", "Symbols", "ModelInfo", "analyse", "compile_expr", "evaluate_constants",
-           "expand_formulas"]
+           "expand_formulas", "iter_names"]
 
 
 # ============================================================================ evaluation
@@ -48,17 +48,21 @@ class EvalContext:
         One row per state, one column per variable (booleans as 0/1).
     labels : mapping, optional
         Per-state boolean arrays of built-in labels (``"init"``, ``"deadlock"``).
+    extra : mapping, optional
+        Per-state values of the operators nested in a property (``P>0.9 [ ... ]`` inside a
+        state formula), computed by the checker before the formula is evaluated.
     """
 
-    __slots__ = ("states", "n", "_cols", "_bools", "labels", "memo")
+    __slots__ = ("states", "n", "_cols", "_bools", "labels", "memo", "extra")
 
-    def __init__(self, states: np.ndarray, labels=None):
+    def __init__(self, states: np.ndarray, labels=None, extra=None):
         self.states = states
         self.n = states.shape[0]
         self._cols: dict = {}
         self._bools: dict = {}
         self.labels = labels or {}
         self.memo: dict = {}
+        self.extra = extra or {}
 
     def col(self, j: int) -> np.ndarray:
         c = self._cols.get(j)
@@ -87,6 +91,7 @@ class _SubContext(EvalContext):
         self.n = len(rows)
         self._cols, self._bools, self.memo = {}, {}, {}
         self.labels = {k: v[rows] for k, v in parent.labels.items()}
+        self.extra = {k: (v[rows] if np.ndim(v) else v) for k, v in parent.extra.items()}
 
     def col(self, j: int) -> np.ndarray:
         c = self._cols.get(j)
@@ -95,27 +100,41 @@ class _SubContext(EvalContext):
         return c
 
 
-@dataclass
 class Compiled:
     """A type-checked expression: a folded constant or a vectorised function of the state columns.
 
     ``eval(ctx)`` returns a Python scalar (constant) or an ``(ctx.n,)`` array; ``full(ctx)``
-    always returns an array.
+    always returns an array. ``text`` is the expression's source form (made on first use:
+    a deep tree is not printed at every level while it is compiled).
     """
 
-    type: str
-    text: str
-    line: int
-    col: int
-    value: object = None
-    fn: object = None
+    __slots__ = ("type", "_text", "line", "col", "value", "fn", "depth")
+
+    def __init__(self, type: str, text, line: int, col: int, value: object = None, fn: object = None,  # noqa: A002
+                 depth: int = 0):
+        self.type, self._text, self.line, self.col, self.value, self.fn = type, text, line, col, value, fn
+        self.depth = depth  # nested calls of the evaluation: deep ones get room for their recursion
+
+    @property
+    def text(self) -> str:
+        if not isinstance(self._text, str):
+            self._text = str(self._text)
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"Compiled({self.type!r}, {self.text!r})"
 
     @property
     def const(self) -> bool:
         return self.fn is None
 
     def eval(self, ctx: EvalContext):
-        return self.value if self.fn is None else self.fn(ctx)
+        if self.fn is None:
+            return self.value
+        if self.depth < 200:  # the common case: no guard to pay for
+            return self.fn(ctx)
+        with deep_recursion("the expression"):
+            return self.fn(ctx)
 
     def full(self, ctx: EvalContext) -> np.ndarray:
         v = self.eval(ctx)
@@ -157,6 +176,12 @@ class Symbols:
     labels: dict = field(default_factory=dict)  # name -> (Expr, line, col)
     builtin_labels: tuple = ()
     allow_labels: bool = False
+    #: properties only: compiles a query or filter nested in an expression (see exactq.prism.properties)
+    query_hook: object = None
+    #: properties only: the named properties a reference "name" may expand to (name -> Expr)
+    property_refs: dict = field(default_factory=dict)
+    #: the symbols of properties (an unknown name may be a constant that --const should give)
+    in_properties: bool = False
 
     def error(self, node, message: str) -> PrismModelError:
         return self.source.model_error(getattr(node, "line", 0) or 1, getattr(node, "col", 0) or 1, message)
@@ -184,7 +209,8 @@ def compile_expr(expr: Expr, sym: Symbols, *, source: Source | None = None, _sta
     ('bool', [True, False])
     """
     src = source or sym.source
-    return _Compiler(sym, src, _stack).compile(expr)
+    with deep_recursion(f"the expression at {src.at(getattr(expr, 'line', 1) or 1, getattr(expr, 'col', 1) or 1)}"):
+        return _Compiler(sym, src, _stack).compile(expr)
 
 
 class _Compiler:
@@ -195,7 +221,7 @@ class _Compiler:
         return self.src.model_error(node.line or 1, node.col or 1, message)
 
     def const(self, node, type_: str, value) -> Compiled:
-        return Compiled(type_, str(node), node.line, node.col, value=value)
+        return Compiled(type_, node, node.line, node.col, value=value)
 
     def compile(self, node: Expr) -> Compiled:
         if isinstance(node, Literal):
@@ -208,13 +234,16 @@ class _Compiler:
             return self.unary(node)
         if isinstance(node, Binary):
             return self.binary(node)
+        if isinstance(node, Chain):
+            return self.chain(node)
         if isinstance(node, Ite):
             return self.ite(node)
         if isinstance(node, Call):
             return self.call(node)
         if isinstance(node, (QueryNode, FilterNode)):
-            raise self.err(node, f"the query '{node}' cannot be used inside an expression (nested queries are "
-                           "outside the supported fragment)")
+            if self.sym.query_hook is None:
+                raise self.err(node, f"the query '{node}' can only be used in a property, not in the model")
+            return self.sym.query_hook(node)
         raise self.err(node, f"unsupported expression {node}")  # pragma: no cover
 
     def ident(self, node: Ident) -> Compiled:
@@ -235,10 +264,16 @@ class _Compiler:
             if name in self.stack:
                 raise self.err(node, f"formula {name!r} is defined in terms of itself "
                                f"({' -> '.join(self.stack + (name,))})")
+            if len(self.stack) >= MAX_NESTING:
+                raise PrismModelError(f"formula {self.stack[0]!r} expands formulas nested deeper than {MAX_NESTING} "
+                                      f"levels ({self.stack[0]} -> {self.stack[1]} -> ... -> {name})")
             expr = sym.formulas[name][0]
             inner = _Compiler(sym, self.src, self.stack + (name,)).compile(expr)
             return inner
-        raise self.err(node, f"unknown identifier {name!r}" + _hint(name, sym))
+        hint = _hint(name, sym)
+        if not hint and sym.in_properties:
+            hint = f" (a constant that only the properties use is given with --const {name}=VALUE)"
+        raise self.err(node, f"unknown identifier {name!r}" + hint)
 
     def label(self, node: LabelRef) -> Compiled:
         sym = self.sym
@@ -251,8 +286,15 @@ class _Compiler:
                 raise self.err(node, f'label "{name}" is defined in terms of itself')
             return _Compiler(sym, self.src, self.stack + (key,)).compile(sym.labels[name][0])
         if name in sym.builtin_labels:
-            return Compiled("bool", str(node), node.line, node.col, fn=lambda ctx, name=name: ctx.labels[name])
-        known = sorted(set(sym.labels) | set(sym.builtin_labels))
+            return Compiled("bool", node, node.line, node.col, fn=lambda ctx, name=name: ctx.labels[name])
+        if name in sym.property_refs:
+            key = "property:" + name
+            if key in self.stack:
+                raise self.err(node, f'property "{name}" refers to itself '
+                               f"({' -> '.join(k.split(':', 1)[1] for k in self.stack if k.startswith('property:'))}"
+                               f" -> {name})")
+            return _Compiler(sym, self.src, self.stack + (key,)).compile(sym.property_refs[name])
+        known = sorted(set(sym.labels) | set(sym.builtin_labels) | set(sym.property_refs))
         raise self.err(node, f'unknown label "{name}"; valid: {", ".join(chr(34) + k + chr(34) for k in known)}')
 
     def unary(self, node: Unary) -> Compiled:
@@ -278,37 +320,73 @@ class _Compiler:
                 v = op(*[a.value for a in args])
             return self.const(node, type_, _scalar(v, type_, self, node))
         fns = [a.fn if not a.const else (lambda ctx, v=a.value: v) for a in args]
+        depth = 2 + max(a.depth for a in args)
         if len(fns) == 1:
             f0 = fns[0]
-            return Compiled(type_, str(node), node.line, node.col, fn=lambda ctx: op(f0(ctx)))
+            return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx)), depth=depth)
         if len(fns) == 2:
             f0, f1 = fns
-            return Compiled(type_, str(node), node.line, node.col, fn=lambda ctx: op(f0(ctx), f1(ctx)))
-        return Compiled(type_, str(node), node.line, node.col, fn=lambda ctx: op(*[f(ctx) for f in fns]))
+            return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx), f1(ctx)), depth=depth)
+        return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(*[f(ctx) for f in fns]), depth=depth)
 
     def binary(self, node: Binary) -> Compiled:
-        op = node.op
-        a, b = self.compile(node.left), self.compile(node.right)
+        return self._binary(node, node.op, self.compile(node.left), self.compile(node.right), node.left, node.right)
+
+    def chain(self, node: Chain) -> Compiled:
+        """A flat run ``e0 op1 e1 op2 e2 ...``, evaluated left to right by one function (no nested calls)."""
+        acc = self.compile(node.first)
+        left = node.first
+        head = None
+        steps = []  # (elementwise op, Compiled operand) after the constant prefix, which is folded
+        for op, e in node.rest:
+            c = self.compile(e)
+            if head is None and acc.const and c.const:
+                acc = self._binary(node, op, acc, c, left, e)
+                continue
+            f, type_ = self._operator(node, op, acc, c, left, e)
+            if head is None:
+                head = acc
+            steps.append((f, c))
+            acc = Compiled(type_, node, node.line, node.col, fn=_typed_only)
+        if head is None:
+            return self.const(node, acc.type, acc.value)
+        p0 = head.fn if not head.const else (lambda ctx, v=head.value: v)
+        fns = [(f, c.fn if not c.const else (lambda ctx, v=c.value: v)) for f, c in steps]
+
+        def run(ctx):
+            value = p0(ctx)
+            for f, g in fns:
+                value = f(value, g(ctx))
+            return value
+        depth = 2 + max([head.depth] + [c.depth for _, c in steps])
+        return Compiled(acc.type, node, node.line, node.col, fn=run, depth=depth)
+
+    def _binary(self, node, op: str, a: Compiled, b: Compiled, left, right, build: bool = True) -> Compiled:
+        """Type-check ``a op b``; with ``build`` the compiled result, else its type and the elementwise ``fn(x, y)``."""
+        f, type_ = self._operator(node, op, a, b, left, right)
+        if not build:
+            return Compiled(type_, node, node.line, node.col, fn=f)
+        return self.fold(node, type_, f, a, b)
+
+    def _operator(self, node, op: str, a: Compiled, b: Compiled, left, right):
         if op in ("&", "|", "=>", "<=>"):
-            self.need(a, "bool", node.left, f"the left operand of '{op}'")
-            self.need(b, "bool", node.right, f"the right operand of '{op}'")
+            self.need(a, "bool", left, f"the left operand of '{op}'")
+            self.need(b, "bool", right, f"the right operand of '{op}'")
             f = {"&": np.logical_and, "|": np.logical_or,
                  "=>": lambda x, y: np.logical_or(np.logical_not(x), y), "<=>": np.equal}[op]
-            return self.fold(node, "bool", f, a, b)
+            return f, "bool"
         if op in ("=", "!="):
             if (a.type == "bool") != (b.type == "bool"):
                 raise self.err(node, f"type error: '{op}' compares the {a.type} '{a.text}' with the {b.type} "
                                f"'{b.text}'")
-            return self.fold(node, "bool", np.equal if op == "=" else np.not_equal, a, b)
-        self.need_num(a, node.left, f"the left operand of '{op}'")
-        self.need_num(b, node.right, f"the right operand of '{op}'")
+            return (np.equal if op == "=" else np.not_equal), "bool"
+        self.need_num(a, left, f"the left operand of '{op}'")
+        self.need_num(b, right, f"the right operand of '{op}'")
         if op in ("<", "<=", ">", ">="):
-            f = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}[op]
-            return self.fold(node, "bool", f, a, b)
+            return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}[op], "bool"
         if op == "/":
-            return self.fold(node, "double", lambda x, y: np.true_divide(x, y), a, b)
-        f = {"+": np.add, "-": np.subtract, "*": np.multiply}[op]
-        return self.fold(node, _num_type(a.type, b.type), f, a, b)
+            return (lambda x, y: np.true_divide(x, y)), "double"
+        return {"+": np.add, "-": np.subtract, "*": np.multiply}[op], _num_type(a.type, b.type)
 
     def ite(self, node: Ite) -> Compiled:
         c, a, b = self.compile(node.cond), self.compile(node.then), self.compile(node.other)
@@ -367,6 +445,10 @@ class _Compiler:
         raise self.err(node, f"unknown function {name!r}")  # pragma: no cover (the parser checks)
 
 
+def _typed_only(ctx):  # pragma: no cover - a placeholder carrying a type inside Chain compilation
+    raise AssertionError("a type placeholder was evaluated")
+
+
 def _to_int(x):
     a = np.asarray(x)
     if a.ndim == 0:
@@ -403,6 +485,9 @@ def expand_formulas(expr, formulas: dict, src: Source, _stack=()):
             if expr.name in _stack:
                 raise src.model_error(expr.line, expr.col, f"formula {expr.name!r} is defined in terms of itself "
                                       f"({' -> '.join(_stack + (expr.name,))})")
+            if len(_stack) >= MAX_NESTING:
+                raise src.model_error(expr.line, expr.col, f"formula {expr.name!r} expands formulas nested deeper "
+                                      f"than {MAX_NESTING} levels")
             return expand_formulas(formulas[expr.name][0], formulas, src, _stack + (expr.name,))
         return expr
     return _map_children(expr, lambda e: expand_formulas(e, formulas, src, _stack))
@@ -415,6 +500,8 @@ def _map_children(expr, f):
         return Unary(expr.op, f(expr.arg), expr.line, expr.col)
     if isinstance(expr, Binary):
         return Binary(expr.op, f(expr.left), f(expr.right), expr.line, expr.col)
+    if isinstance(expr, Chain):
+        return Chain(f(expr.first), [(op, f(e)) for op, e in expr.rest], expr.line, expr.col)
     if isinstance(expr, Ite):
         return Ite(f(expr.cond), f(expr.then), f(expr.other), expr.line, expr.col)
     if isinstance(expr, Call):
@@ -494,22 +581,48 @@ def evaluate_constants(decls: list, given: dict, sym: Symbols, src: Source, *, r
 
 
 def _idents(expr) -> list:
-    found = []
+    return [name for kind, name, _ in iter_names(expr) if kind == "ident"]
 
-    def walk(e):
+
+def iter_names(expr):
+    """Every identifier and quoted name in an expression or property, without recursion.
+
+    Yields ``(kind, name, node)`` with ``kind`` ``"ident"`` or ``"label"``; walks into
+    queries (bodies, bounds, thresholds, old-style filters) and filters.
+    """
+    from .syntax import Bound, PathFormula, RewardPath
+
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if e is None:
+            continue
         if isinstance(e, Ident):
-            found.append(e.name)
+            yield "ident", e.name, e
+        elif isinstance(e, LabelRef):
+            yield "label", e.name, e
         elif isinstance(e, Unary):
-            walk(e.arg)
+            stack.append(e.arg)
         elif isinstance(e, Binary):
-            walk(e.left), walk(e.right)
+            stack += [e.right, e.left]
+        elif isinstance(e, Chain):
+            stack += [x for _, x in reversed(e.rest)] + [e.first]
         elif isinstance(e, Ite):
-            walk(e.cond), walk(e.then), walk(e.other)
+            stack += [e.other, e.then, e.cond]
         elif isinstance(e, Call):
-            for a in e.args:
-                walk(a)
-    walk(expr)
-    return found
+            stack += list(reversed(e.args))
+        elif isinstance(e, QueryNode):
+            stack += [e.threshold, e.body]
+            if e.old_filter is not None:
+                stack.append(e.old_filter[0])
+        elif isinstance(e, FilterNode):
+            stack += [e.states, e.prop]
+        elif isinstance(e, PathFormula):
+            stack += [e.right, e.left, e.bound]
+        elif isinstance(e, RewardPath):
+            stack += [e.target, e.time]
+        elif isinstance(e, Bound):
+            stack += [e.upper, e.lower]
 
 
 def _coerce_defined(name, type_, c: Compiled, src, d):
@@ -618,6 +731,11 @@ def analyse(mf: ModelFile, constants: dict | None = None, *, extra_constants=())
     given constants that belong to a properties file (so they are not reported as
     unknown here).
     """
+    with deep_recursion(f"the model {mf.source.name}"):
+        return _analyse(mf, constants, extra_constants)
+
+
+def _analyse(mf: ModelFile, constants, extra_constants) -> ModelInfo:
     src = mf.source
     given = dict(constants or {})
     if mf.type is None:

@@ -13,33 +13,58 @@ The grammar is the Markov-chain fragment of the PRISM language (the PRISM manual
 * ``system M1 || M2 || ... endsystem`` (plain parallel composition only);
 * expressions with PRISM's precedence: ``? :``, ``=>``, ``<=>``, ``|``, ``&``, ``!``,
   ``= !=``, ``< <= > >=``, ``+ -``, ``* /``, unary ``-``; the functions ``min``,
-  ``max``, ``floor``, ``ceil``, ``round``, ``pow``, ``mod``, ``log``.
+  ``max``, ``floor``, ``ceil``, ``round``, ``pow``, ``mod``, ``log``. Runs of one
+  precedence level (``a + b - c + ...``, ``g1 | g2 | ...``) are one flat
+  :class:`Chain` node, so that generated files with thousands of terms are no deeper
+  than their parentheses.
 
-Properties: ``S=? [ φ ]``, ``P=? [ path ]`` with ``F``, ``G``, ``X``, ``U`` and time
-bounds ``<=t``, ``<t``, ``>=t``, ``>t``, ``[t1,t2]``, ``R{"r"}=? [ S | C<=t | I=t | F φ ]``,
-the exactq-native ``E=? [ e ]`` and ``T=? [ F φ ]``, ``filter(op, prop, states)``, names
-``"name": ...``, and ``const``/``label``/``formula`` declarations in properties files.
+Properties (the PRISM manual's property pages, for CTMCs and DTMCs):
+
+* ``P=? [ path ]`` and ``P~p [ path ]`` (``~`` one of ``< <= > >=``) with the path
+  formulas ``X φ``, ``F φ``, ``G φ``, ``φ1 U φ2``, ``φ1 W φ2`` (weak until), ``φ1 R φ2``
+  (release) and the bounds ``<=t``, ``<t``, ``>=t``, ``>t``, ``[t1,t2]`` on all but
+  ``X``; a bound is an expression of constants, and ``U<=T (n=N)`` reads ``T`` as a
+  constant and ``(n=N)`` as the operand (PRISM has no user functions);
+* ``S=? [ φ ]``, ``S~p [ φ ]``; ``R{"r"}=? [ ... ]``, ``R{"r"}~r [ ... ]`` (also ``R=?``,
+  the first structure, and ``R{2}``) with ``S``, ``C`` (total), ``C<=t``, ``I=t``,
+  ``F φ`` and Storm's ``LRA``; Storm's ``LRA=? [ φ ]``; the exactq-native ``E=? [ e ]``
+  and ``T=? [ F φ ]``;
+* state formulas with nested operators (``P=? [ F P>0.9 [ F "x" ] ]``) and arithmetic
+  over numerical operators (``1 - P=? [ ... ]``, ``R{"a"}=? [ S ] + R{"b"}=? [ S ]``);
+* ``filter(op, prop, states)`` with every operator of the manual (``min``, ``max``,
+  ``argmin``, ``argmax``, ``count``, ``sum``/``+``, ``avg``, ``first``, ``range``,
+  ``forall``/``&``, ``exists``/``|``, ``print``, ``printall``, ``state``) anywhere in a
+  property, and the old form ``P=? [ F φ {"init"}{max} ]``;
+* names ``"name": ...``, references ``"name"`` to a named property, and
+  ``const``/``label``/``formula`` declarations in properties files.
 
 Constructs that PRISM accepts but that are outside this fragment (model types mdp,
 pta, pomdp, ...; clocks, invariants, observables; ``|||``, ``|[a]|``, hiding and
-renaming in ``system``; ``Pmin``/``Pmax``; probability thresholds) are refused with
+renaming in ``system``; ``Pmin``/``Pmax``; LTL path formulas such as ``F G φ``;
+``multi(...)``; CTL ``A``/``E``) are refused with
 :class:`~exactq.prism.lexer.PrismUnsupportedError`, one line naming the construct and
-its position.
+its position. Nesting deeper than :data:`~exactq.prism.lexer.MAX_NESTING` levels is
+one line with its position, never a ``RecursionError``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .lexer import Source, Token, tokenize
+from .lexer import MAX_NESTING, PrismSyntaxError, PrismUnsupportedError, Source, Token, deep_recursion, tokenize
 
 __all__ = [
-    "Expr", "Literal", "Ident", "LabelRef", "Unary", "Binary", "Ite", "Call",
+    "Expr", "Literal", "Ident", "LabelRef", "Unary", "Binary", "Chain", "Ite", "Call",
     "Bound", "PathFormula", "RewardPath", "QueryNode", "FilterNode",
     "ConstDecl", "VarDecl", "Assign", "UpdateNode", "CommandNode", "ModuleNode", "RenamedModuleNode",
     "RewardItem", "RewardsNode", "ModelFile", "PropertyNode", "PropertiesFile",
-    "parse_model_text", "parse_properties_text", "FUNCTIONS",
+    "parse_model_text", "parse_properties_text", "FUNCTIONS", "FILTER_OPERATORS",
 ]
+
+#: PRISM's filter operators (aliases: ``+`` is ``sum``, ``&`` is ``forall``, ``|`` is ``exists``)
+FILTER_OPERATORS = ("min", "max", "argmin", "argmax", "count", "sum", "avg", "first", "range", "forall", "exists",
+                    "print", "printall", "state")
+_FILTER_ALIAS = {"+": "sum", "&": "forall", "|": "exists"}
 
 #: functions of PRISM expressions: name -> (min, max) number of arguments (None: any)
 FUNCTIONS = {"min": (1, None), "max": (1, None), "floor": (1, 1), "ceil": (1, 1), "round": (1, 1),
@@ -128,6 +153,36 @@ class Binary(Expr):
         return f"{self._wrap(self.left)} {self.op} {self._wrap(self.right, strict=True)}"
 
 
+class Chain(Expr):
+    """A run of left-associative operators of one precedence level: ``first op1 e1 op2 e2 ...``.
+
+    ``rest`` is a list of ``(op, expr)``; the value is computed left to right, as
+    PRISM does (``a - b + c`` is ``(a - b) + c``).
+    """
+
+    __slots__ = ("first", "rest", "prec")
+
+    def __init__(self, first: Expr, rest: list, line: int = 0, col: int = 0):
+        self.first, self.rest, self.line, self.col = first, rest, line, col
+        self.prec = _BINARY_PREC[rest[0][0]]
+
+    def __str__(self):
+        parts = [self._wrap(self.first)]
+        for op, e in self.rest:
+            parts.append(f"{op} {self._wrap(e, strict=True)}")
+        return " ".join(parts)
+
+
+def _chain(first: Expr, rest: list) -> Expr:
+    """One Binary for a single operator, a flat Chain for more."""
+    if not rest:
+        return first
+    if len(rest) == 1:
+        op, right = rest[0]
+        return Binary(op, first, right, first.line, first.col)
+    return Chain(first, rest, first.line, first.col)
+
+
 class Ite(Expr):
     __slots__ = ("cond", "then", "other")
     prec = 1
@@ -166,7 +221,10 @@ class Bound:
 
 @dataclass
 class PathFormula:
-    """``F φ``, ``G φ``, ``X φ``, ``φ1 U φ2`` (``left`` is None for F, G, X), with an optional bound."""
+    """``F φ``, ``G φ``, ``X φ``, ``φ1 U φ2``, ``φ1 W φ2``, ``φ1 R φ2`` (``left`` None for F, G, X).
+
+    ``bound`` is None for an unbounded formula.
+    """
 
     kind: str
     left: Expr | None
@@ -184,7 +242,7 @@ class PathFormula:
 
 @dataclass
 class RewardPath:
-    """``S``, ``C<=t``, ``I=t`` or ``F φ`` inside ``R=? [ ... ]``."""
+    """``S``, ``C`` (total), ``C<=t``, ``I=t`` or ``F φ`` inside ``R=? [ ... ]``."""
 
     kind: str
     time: Expr | None = None
@@ -196,35 +254,61 @@ class RewardPath:
         if self.kind == "S":
             return "S"
         if self.kind == "C":
-            return f"C<={self.time}"
+            return "C" if self.time is None else f"C<={self.time}"
         if self.kind == "I":
             return f"I={self.time}"
         return f"F {self.target}"
 
 
 class QueryNode(Expr):
-    """``P=? [ path ]``, ``S=? [ φ ]``, ``R{"r"}=? [ ... ]``, ``E=? [ e ]`` or ``T=? [ F φ ]``."""
+    """``P=? [ path ]``, ``S=? [ φ ]``, ``R{"r"}=? [ ... ]``, ``E=? [ e ]``, ``T=? [ F φ ]``, ``LRA=? [ φ ]``.
 
-    __slots__ = ("op", "reward", "body", "old_filter")
+    ``relation`` is ``"=?"`` for a numerical query, or one of ``< <= > >=`` with the
+    threshold expression ``threshold`` (``P>=0.9 [ ... ]``: true or false per state).
+    """
 
-    def __init__(self, op: str, body, reward=None, old_filter=None, line: int = 0, col: int = 0):
+    __slots__ = ("op", "reward", "body", "old_filter", "relation", "threshold", "_str")
+
+    def __init__(self, op: str, body, reward=None, old_filter=None, line: int = 0, col: int = 0, relation="=?",
+                 threshold=None):
         self.op, self.body, self.reward, self.old_filter, self.line, self.col = op, body, reward, old_filter, line, col
+        self.relation, self.threshold = relation, threshold
+        self._str = None
 
-    def __str__(self):
+    @property
+    def is_threshold(self) -> bool:
+        return self.relation != "=?"
+
+    def __str__(self):  # cached: nested queries are printed once, not once per level
+        if self._str is None:
+            self._str = self._format()
+        return self._str
+
+    def _format(self):
         r = "" if self.reward is None else (f'{{"{self.reward}"}}' if isinstance(self.reward, str)
                                             else f"{{{self.reward}}}")
-        return f"{self.op}{r}=? [ {self.body} ]"
+        rel = "=?" if self.relation == "=?" else f"{self.relation}{self.threshold}"
+        tail = ""
+        if self.old_filter is not None:
+            states, ops = self.old_filter
+            tail = f" {{{states}}}" + "".join(f"{{{o}}}" for o in ops)
+        return f"{self.op}{r}{rel} [ {self.body}{tail} ]"
 
 
 class FilterNode(Expr):
-    __slots__ = ("op", "prop", "states")
+    """``filter(op, prop, states)`` (``op`` one of :data:`FILTER_OPERATORS`, aliases resolved)."""
+
+    __slots__ = ("op", "prop", "states", "_str")
 
     def __init__(self, op: str, prop: Expr, states: Expr | None, line: int = 0, col: int = 0):
         self.op, self.prop, self.states, self.line, self.col = op, prop, states, line, col
+        self._str = None
 
     def __str__(self):
-        tail = "" if self.states is None else f", {self.states}"
-        return f"filter({self.op}, {self.prop}{tail})"
+        if self._str is None:
+            tail = "" if self.states is None else f", {self.states}"
+            self._str = f"filter({self.op}, {self.prop}{tail})"
+        return self._str
 
 
 # ============================================================================ model files
@@ -326,11 +410,14 @@ class ModelFile:
 
 @dataclass
 class PropertyNode:
+    """One property of a file (``expr`` None and ``error`` set when it did not parse)."""
+
     name: str | None
-    expr: Expr
+    expr: Expr | None
     text: str
     line: int
     col: int
+    error: Exception | None = None
 
 
 @dataclass
@@ -340,6 +427,8 @@ class PropertiesFile:
     formulas: dict = field(default_factory=dict)
     labels: dict = field(default_factory=dict)
     properties: list = field(default_factory=list)
+    #: declarations (const, label, formula) that did not parse: PropertyNode with ``error`` set
+    errors: list = field(default_factory=list)
 
 
 # ============================================================================ the parser
@@ -349,7 +438,9 @@ class _Parser:
         self.toks = tokenize(source)
         self.i = 0
         self.properties = properties
-        self.query_depth = 0
+        self.query_depth = 0  # inside the brackets of a query (where F, G, X, U, W, R are operators)
+        self.depth = 0  # nesting levels, at most MAX_NESTING
+        self.in_bound = False  # parsing a time bound or threshold: 'T (' is the constant T, not a call
 
     # -- tokens ----------------------------------------------------------------
     def peek(self, k: int = 0) -> Token:
@@ -369,6 +460,9 @@ class _Parser:
         if self.at(text):
             return self.next()
         return None
+
+    def prev_line(self) -> int:
+        return self.toks[self.i - 1].line if self.i > 0 else 0
 
     def prev_text(self) -> str:
         return self.toks[self.i - 1].text if self.i > 0 else ""
@@ -402,6 +496,17 @@ class _Parser:
     def unsupported(self, tok: Token, message: str):
         return self.src.unsupported(tok.line, tok.col, message)
 
+    # -- nesting -------------------------------------------------------------------
+    def enter(self, tok: Token) -> None:
+        """One level deeper (parentheses, an operator's operand, a query, a filter): at most MAX_NESTING."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.src.syntax_error(tok.line, tok.col, f"nesting deeper than {MAX_NESTING} levels (parentheses, "
+                                        "operators, queries); simplify the expression")
+
+    def leave(self) -> None:
+        self.depth -= 1
+
     # -- expressions -------------------------------------------------------------
     def expression(self) -> Expr:
         return self.ternary()
@@ -409,52 +514,67 @@ class _Parser:
     def ternary(self) -> Expr:
         cond = self.implies()
         if self.at("?"):
-            self.next()
-            then = self.ternary()
-            self.expect(":", "':' of the conditional 'c ? a : b'")
-            other = self.ternary()
+            tok = self.next()
+            self.enter(tok)
+            try:
+                then = self.ternary()
+                self.expect(":", "':' of the conditional 'c ? a : b'")
+                other = self.ternary()
+            finally:
+                self.leave()
             return Ite(cond, then, other, cond.line, cond.col)
         return cond
 
     def implies(self) -> Expr:
         left = self.iff()
         if self.at("=>"):
-            self.next()
-            right = self.implies()
+            tok = self.next()
+            self.enter(tok)
+            try:
+                right = self.implies()
+            finally:
+                self.leave()
             return Binary("=>", left, right, left.line, left.col)
         return left
 
     def iff(self) -> Expr:
         left = self.disjunction()
+        rest = []
         while self.at("<=>"):
             self.next()
-            left = Binary("<=>", left, self.disjunction(), left.line, left.col)
-        return left
+            rest.append(("<=>", self.disjunction()))
+        return _chain(left, rest)
 
     def disjunction(self) -> Expr:
         left = self.conjunction()
+        rest = []
         while self.at("|"):
             self.next()
-            left = Binary("|", left, self.conjunction(), left.line, left.col)
+            rest.append(("|", self.conjunction()))
         if self.at("||") and not self.in_system:
             tok = self.peek()
             raise self.src.syntax_error(tok.line, tok.col, "'||' is parallel composition (system ... endsystem); "
                                         "disjunction is '|'")
-        return left
+        return _chain(left, rest)
 
     in_system = False
 
     def conjunction(self) -> Expr:
         left = self.negation()
+        rest = []
         while self.at("&"):
             self.next()
-            left = Binary("&", left, self.negation(), left.line, left.col)
-        return left
+            rest.append(("&", self.negation()))
+        return _chain(left, rest)
 
     def negation(self) -> Expr:
         if self.at("!"):
             tok = self.next()
-            return Unary("!", self.negation(), tok.line, tok.col)
+            self.enter(tok)
+            try:
+                return Unary("!", self.negation(), tok.line, tok.col)
+            finally:
+                self.leave()
         return self.equality()
 
     def equality(self) -> Expr:
@@ -473,26 +593,41 @@ class _Parser:
 
     def additive(self) -> Expr:
         left = self.multiplicative()
+        rest = []
         while self.at("+", "-"):
             op = self.next().text
-            left = Binary(op, left, self.multiplicative(), left.line, left.col)
-        return left
+            rest.append((op, self.multiplicative()))
+        return _chain(left, rest)
 
     def multiplicative(self) -> Expr:
         left = self.unary()
+        rest = []
         while self.at("*", "/"):
             op = self.next().text
-            left = Binary(op, left, self.unary(), left.line, left.col)
-        return left
+            rest.append((op, self.unary()))
+        return _chain(left, rest)
 
     def unary(self) -> Expr:
         if self.at("-"):
             tok = self.next()
-            arg = self.unary()
+            self.enter(tok)
+            try:
+                arg = self.unary()
+            finally:
+                self.leave()
             if isinstance(arg, Literal) and arg.type != "bool":
                 return Literal(-arg.value, arg.type, tok.line, tok.col)
             return Unary("-", arg, tok.line, tok.col)
         return self.atom()
+
+    def _starts_operand(self, k: int) -> bool:
+        """Whether the token ``k`` ahead can start the operand of a temporal operator (or its bound)."""
+        t = self.peek(k)
+        if t.kind in ("string", "int", "double"):
+            return True
+        if t.kind == "ident":
+            return t.text not in ("U", "W", "R")
+        return t.kind == "op" and t.text in ("(", "!", "<=", "<", ">=", ">", "[", "-")
 
     def atom(self) -> Expr:
         tok = self.peek()
@@ -509,41 +644,62 @@ class _Parser:
             if tok.text in ("true", "false"):
                 self.next()
                 return Literal(tok.text == "true", "bool", tok.line, tok.col)
-            if self.properties and self._is_query_start():
-                return self.query()
-            if self.properties and tok.text == "filter" and self.at("(", k=1):
-                return self.filter()
-            if tok.text in ("A", "E") and self.at("[", k=1):
-                raise self.unsupported(tok, f"the path quantifier '{tok.text} [ ... ]' (CTL) is outside the "
-                                       "supported fragment; use P=? [ ... ]")
+            if self.properties:
+                if self._is_query_start():
+                    return self.query()
+                if tok.text == "filter" and self.at("(", k=1):
+                    return self.filter()
+                if tok.text in ("A", "E") and self.at("[", k=1):
+                    raise self.unsupported(tok, f"the path quantifier '{tok.text} [ ... ]' (CTL) is outside the "
+                                           "supported fragment; use P>0 [ ... ] or P>=1 [ ... ]")
+                if tok.text == "multi" and self.at("(", k=1):
+                    raise self.unsupported(tok, "multi-objective queries 'multi(...)' are outside the supported "
+                                           "fragment (they concern MDPs)")
+                if self.query_depth and tok.text in ("F", "G", "X") and self._starts_operand(1):
+                    raise self.unsupported(tok, f"the temporal operator '{tok.text}' in a state formula or inside "
+                                           "another path formula (LTL) is outside the supported fragment: "
+                                           "P=? [ ... ] takes one temporal operator, whose operands are state "
+                                           "formulas")
             if tok.text == "func" and self.at("(", k=1):
                 raise self.unsupported(tok, "'func(...)' is outside the supported fragment; write the function "
                                        "directly, e.g. min(a, b)")
             if self.at("(", k=1) and tok.text in FUNCTIONS:
                 return self.call()
-            if self.at("(", k=1):
+            if self.at("(", k=1) and not self.in_bound:
                 self.next()
                 raise self.src.syntax_error(tok.line, tok.col, f"unknown function {tok.text!r}; valid: "
-                                            f"{', '.join(sorted(FUNCTIONS))}")
+                                            f"{', '.join(sorted(FUNCTIONS))} (PRISM has no user-defined functions)")
             if tok.text in RESERVED:
                 raise self.src.syntax_error(tok.line, tok.col, f"expected an expression; got the keyword "
                                             f"{tok.text!r}")
             self.next()
             return Ident(tok.text, tok.line, tok.col)
         if self.at("("):
-            self.next()
-            inner = self.expression()
-            self.expect(")", "')'")
+            tok = self.next()
+            self.enter(tok)
+            bound, self.in_bound = self.in_bound, False
+            try:
+                inner = self.expression()
+                self.expect(")", "')'")
+            finally:
+                self.leave()
+                self.in_bound = bound
             return inner
         raise self.error("an expression")
 
     def call(self) -> Expr:
         name = self.next()
         self.next()  # "("
-        args = [self.expression()]
-        while self.accept(","):
-            args.append(self.expression())
-        self.expect(")", "',' or ')'")
+        self.enter(name)
+        bound, self.in_bound = self.in_bound, False
+        try:
+            args = [self.expression()]
+            while self.accept(","):
+                args.append(self.expression())
+            self.expect(")", "',' or ')'")
+        finally:
+            self.leave()
+            self.in_bound = bound
         lo, hi = FUNCTIONS[name.text]
         if len(args) < lo or (hi is not None and len(args) > hi):
             want = f"{lo}" if lo == hi else f"at least {lo}"
@@ -555,21 +711,20 @@ class _Parser:
     def _is_query_start(self) -> bool:
         tok = self.peek()
         if tok.text in ("Pmin", "Pmax", "Rmin", "Rmax", "Smin", "Smax"):
-            return True
-        if tok.text not in ("P", "S", "R", "E", "T"):
-            return False
+            return self.at("=", "<", "<=", ">", ">=", "{", "[", k=1)
         nxt = self.peek(1)
+        if tok.text in ("E", "T", "LRA"):  # exactq's and Storm's numerical queries: only '=?'
+            return self.at("=", k=1) and self.at("?", k=2)
+        if tok.text not in ("P", "S", "R"):
+            return False
         return nxt.kind == "op" and nxt.text in ("=", "<", "<=", ">", ">=", "{")
 
     def query(self) -> Expr:
         tok = self.next()
         op = tok.text
         if op in ("Pmin", "Pmax", "Rmin", "Rmax", "Smin", "Smax"):
-            raise self.unsupported(tok, f"'{op}' (an optimum over schedulers of an MDP) is outside the supported "
-                                   "fragment: exactq checks Markov chains; use P=?, S=? or R=?")
-        if self.query_depth:
-            raise self.unsupported(tok, f"a nested '{op}' operator inside another query is outside the supported "
-                                   "fragment")
+            raise self.unsupported(tok, f"'{op}' (an optimum over the schedulers of an MDP) is outside the "
+                                   "supported fragment for Markov chains; use P=?, S=? or R=?")
         reward = None
         if op == "R" and self.at("{"):
             self.next()
@@ -579,24 +734,34 @@ class _Parser:
             elif rt.kind == "int":
                 reward = int(self.next().text)
             else:
-                raise self.error('a reward structure name in quotes, e.g. R{"time"}')
+                raise self.error('a reward structure name in quotes, e.g. R{"time"}, or its number')
             self.expect("}", "'}'")
             if self.at("{"):
-                raise self.unsupported(self.peek(), "old-style filters after R{...} are outside the supported "
-                                       "fragment; use filter(op, R=? [ ... ], states)")
+                raise self.unsupported(self.peek(), "a second '{...}' after R{...} is outside the supported "
+                                       "fragment")
         if op == "R" and self.at("min", "max"):
             raise self.unsupported(self.peek(), f"'R{self.peek().text}' (an MDP optimum) is outside the supported "
                                    "fragment")
-        rel = self.peek()
-        if rel.text in ("<", "<=", ">", ">="):
-            raise self.unsupported(rel, f"the threshold '{op}{rel.text}...' is outside the supported fragment: "
-                                   f"ask for the value with '{op}=?'")
-        if not (self.at("=") and self.at("?", k=1)):
-            raise self.error("'=?'", after=op)
-        self.next()
-        self.next()
-        self.expect("[", f"'[' after '{op}=?'")
+        relation, threshold = "=?", None
+        if self.at("=") and self.at("?", k=1):
+            self.next()
+            self.next()
+        elif self.at("<", "<=", ">", ">="):
+            rel = self.next()
+            if op in ("E", "T", "LRA"):
+                raise self.src.syntax_error(rel.line, rel.col, f"'{op}' takes no threshold; ask '{op}=?'")
+            relation = rel.text
+            bound, self.in_bound = self.in_bound, True
+            try:
+                threshold = self.additive()
+            finally:
+                self.in_bound = bound
+        else:
+            raise self.error("'=?' or a threshold ('>=0.9', '<0.1')", after=self.prev_text())
+        self.expect("[", f"'[' after '{op}{'=?' if relation == '=?' else relation + ' ' + str(threshold)}'")
+        self.enter(tok)
         self.query_depth += 1
+        bound, self.in_bound = self.in_bound, False
         try:
             if op == "P":
                 body = self.path_formula()
@@ -611,13 +776,19 @@ class _Parser:
                     raise self.src.syntax_error(ftok.line, ftok.col + 1, "T=? takes an unbounded 'F b'; got a "
                                                 "time bound")
                 body = RewardPath("F", target=self.expression(), line=ftok.line, col=ftok.col)
-            else:  # S, E
+            else:  # S, E, LRA
                 body = self.expression()
+                if self.at("U", "W", "R") or (self.at("F", "G", "X") and self._starts_operand(1)):
+                    t = self.peek()
+                    raise self.src.syntax_error(t.line, t.col, f"'{op}' takes a state formula; the path operator "
+                                                f"{t.text!r} belongs in P=? [ ... ]")
             old = self.old_filter()
         finally:
             self.query_depth -= 1
-        self.expect("]", f"']' to close the {op}=? query")
-        return QueryNode(op, body, reward, old, tok.line, tok.col)
+            self.in_bound = bound
+            self.leave()
+        self.expect("]", f"']' to close the {op}{'=?' if relation == '=?' else relation} query")
+        return QueryNode(op, body, reward, old, tok.line, tok.col, relation=relation, threshold=threshold)
 
     def old_filter(self):
         if not self.at("{"):
@@ -659,32 +830,50 @@ class _Parser:
         return b
 
     def bound_value(self) -> Expr:
-        # a bound is an expression of constants: stop before the state formula that follows
-        return self.additive()
+        """A bound: an expression of constants, ending before the state formula that follows.
+
+        ``T (x)`` is the constant ``T`` and the operand ``(x)``: an identifier followed by
+        ``(`` is a call only for PRISM's built-in functions.
+        """
+        bound, self.in_bound = self.in_bound, True
+        try:
+            return self.additive()
+        finally:
+            self.in_bound = bound
+
+    def _no_second_temporal(self) -> None:
+        if self.peek().line > self.prev_line() and self._starts_item(self.i):
+            return  # a new property on the next line: the caller reports the missing ']'
+        if self.at("U", "W", "R") or (self.at("F", "G", "X") and self._starts_operand(1)):
+            t = self.peek()
+            raise self.unsupported(t, f"a second temporal operator {t.text!r} in one path formula (an LTL formula) "
+                                   "is outside the supported fragment")
 
     def path_formula(self) -> PathFormula:
         tok = self.peek()
-        if self.at("F", "G", "X"):
+        if self.at("F", "G", "X") and self._starts_operand(1):
             kind = self.next().text
-            b = self.bound() if kind != "X" else None
+            b = None
+            if kind != "X":
+                b = self.bound()
+            elif self.at("<=", "<", ">=", ">", "[", "="):
+                t = self.peek()
+                raise self.unsupported(t, "a bound on 'X' is outside the supported fragment (X is one step)")
             right = self.expression()
+            self._no_second_temporal()
             return PathFormula(kind, None, right, b, tok.line, tok.col)
         if self.at("U", "W", "R"):
             raise self.error("an expression", after="[")
         left = self.expression()
         op = self.peek()
         if not self.at("U", "W", "R"):
-            raise self.error("a path formula 'F b', 'F<=t b', 'G b', 'X b' or 'a U b'", tok=tok, after="[")
+            raise self.error("a path formula 'F b', 'F<=t b', 'G b', 'X b', 'a U b', 'a W b' or 'a R b'", tok=tok,
+                             after="[")
         self.next()
-        if op.text in ("W", "R"):
-            raise self.unsupported(op, f"the '{op.text}' operator ({'weak until' if op.text == 'W' else 'release'}) "
-                                   "is outside the supported fragment; use U, F or G")
         b = self.bound()
         right = self.expression()
-        if self.at("U"):
-            t = self.peek()
-            raise self.src.syntax_error(t.line, t.col, "nested path formulas are not supported; got a second 'U'")
-        return PathFormula("U", left, right, b, tok.line, tok.col)
+        self._no_second_temporal()
+        return PathFormula(op.text, left, right, b, tok.line, tok.col)
 
     def reward_path(self) -> RewardPath:
         tok = self.peek()
@@ -693,11 +882,14 @@ class _Parser:
             return RewardPath("S", line=tok.line, col=tok.col)
         if self.at("C"):
             self.next()
-            if not self.at("<="):
-                raise self.unsupported(tok, "'C' without a time bound (the total reward) is outside the "
-                                       "supported fragment; use C<=t or F b")
-            self.next()
-            return RewardPath("C", time=self.bound_value(), line=tok.line, col=tok.col)
+            if self.at("<="):
+                self.next()
+                return RewardPath("C", time=self.bound_value(), line=tok.line, col=tok.col)
+            if self.at("<", ">", ">=", "[", "="):
+                t = self.peek()
+                raise self.unsupported(t, f"the bound '{t.text}...' on C is outside the supported fragment; use C<=t "
+                                       "or C (the total reward)")
+            return RewardPath("C", line=tok.line, col=tok.col)
         if self.at("I"):
             self.next()
             self.expect("=", "'=' (I=t)")
@@ -707,26 +899,40 @@ class _Parser:
             if self.at("<=", "<", ">=", ">", "["):
                 raise self.unsupported(self.peek(), "a time bound on 'F' inside R=? is outside the supported "
                                        "fragment; use C<=t")
-            return RewardPath("F", target=self.expression(), line=tok.line, col=tok.col)
-        if tok.kind == "ident" and tok.text in ("LRA",):
+            target = self.expression()
+            self._no_second_temporal()
+            return RewardPath("F", target=target, line=tok.line, col=tok.col)
+        if tok.kind == "ident" and tok.text == "LRA":
             self.next()
             return RewardPath("S", line=tok.line, col=tok.col)
-        raise self.error("a reward formula 'S', 'C<=t', 'I=t' or 'F b'", after="[")
+        raise self.error("a reward formula 'S', 'C', 'C<=t', 'I=t', 'F b' or 'LRA'", after="[")
 
     def filter(self) -> Expr:
         tok = self.next()
         self.next()  # "("
         optok = self.peek()
         if optok.kind == "ident" or (optok.kind == "op" and optok.text in ("+", "&", "|")):
-            op = self.next().text
+            op = _FILTER_ALIAS.get(optok.text, optok.text)
+            if op not in FILTER_OPERATORS:
+                raise self.src.syntax_error(optok.line, optok.col, f"unknown filter operator {optok.text!r}; valid: "
+                                            f"{', '.join(FILTER_OPERATORS)}, +, &, |")
+            self.next()
         else:
-            raise self.error("a filter operator (min, max, avg, sum, first, state, range, count, forall, exists)")
+            raise self.error(f"a filter operator ({', '.join(FILTER_OPERATORS)})")
         self.expect(",", "',' after the filter operator")
-        prop = self.expression()
-        states = None
-        if self.accept(","):
-            states = self.expression()
-        self.expect(")", "')' to close the filter")
+        self.enter(tok)
+        bound, self.in_bound = self.in_bound, False
+        depth, self.query_depth = self.query_depth, 0
+        try:
+            prop = self.expression()
+            states = None
+            if self.accept(","):
+                states = self.expression()
+            self.expect(")", "')' to close the filter")
+        finally:
+            self.leave()
+            self.in_bound = bound
+            self.query_depth = depth
         return FilterNode(op, prop, states, tok.line, tok.col)
 
     # -- model files --------------------------------------------------------------
@@ -989,33 +1195,78 @@ class _Parser:
 
     # -- properties files ----------------------------------------------------------
     def properties_file(self) -> PropertiesFile:
+        """Every declaration and property; one that does not parse is kept with its error, and the rest still parse.
+
+        After an error the parser resumes at the next ``;``, or at the next line that
+        starts outside any bracket the failed item opened (or starts a new declaration,
+        a named property or a query).
+        """
         pf = PropertiesFile(self.src)
         lines = self.src.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         while self.peek().kind != "eof":
             tok = self.peek()
             if self.accept(";"):
                 continue
-            if tok.kind == "ident" and tok.text == "const":
-                pf.constants.append(self.const_decl())
-                continue
-            if tok.kind == "ident" and tok.text == "formula":
-                self.formula(pf.formulas)
-                continue
-            if tok.kind == "ident" and tok.text == "label":
-                self.label(pf.labels)
-                continue
+            start = first_i = self.i
+            is_decl = tok.kind == "ident" and tok.text in ("const", "formula", "label")
             name = None
-            if tok.kind == "string" and self.at(":", k=1):
-                name = self.next().text[1:-1]
-                self.next()
-            first = self.peek()
-            expr = self.expression()
-            end = self.toks[self.i - 1]
-            text = _slice(lines, first, end)
-            pf.properties.append(PropertyNode(name, expr, text, first.line, first.col))
-            if not (self.accept(";") or self.peek().kind == "eof" or self.peek().line > end.line):
-                raise self.error("';' or a new line after the property")
+            try:
+                if is_decl:
+                    {"const": lambda: pf.constants.append(self.const_decl()),
+                     "formula": lambda: self.formula(pf.formulas),
+                     "label": lambda: self.label(pf.labels)}[tok.text]()
+                    continue
+                if tok.kind == "string" and self.at(":", k=1):
+                    name = self.next().text[1:-1]
+                    self.next()
+                    first_i = self.i
+                first = self.peek()
+                self.depth = self.query_depth = 0
+                expr = self.expression()
+                end = self.toks[self.i - 1]
+                if not (self.accept(";") or self.peek().kind == "eof" or self.peek().line > end.line):
+                    raise self.error("';' or a new line after the property")
+                text = _slice(lines, first, end)
+                pf.properties.append(PropertyNode(name, expr, text, first.line, first.col))
+            except (PrismSyntaxError, PrismUnsupportedError) as exc:
+                stop = self._resume(start)
+                first = self.toks[min(first_i, stop - 1)]
+                last = self.toks[max(stop - 1, first_i)]
+                if last.kind == "op" and last.text == ";" and stop - 1 > first_i:
+                    last = self.toks[stop - 2]
+                text = _slice(lines, first, last) if last.kind != "eof" else first.text
+                node = PropertyNode(name, None, text, first.line, first.col, error=exc)
+                (pf.errors if is_decl else pf.properties).append(node)
+                self.i = stop
         return pf
+
+    def _resume(self, start: int) -> int:
+        """Where to continue after an item starting at token ``start`` failed to parse."""
+        depth = 0
+        j = start
+        n = len(self.toks)
+        while j < n and self.toks[j].kind != "eof":
+            t = self.toks[j]
+            if j > start:
+                prev = self.toks[j - 1]
+                if prev.kind == "op" and prev.text == ";" and depth <= 0:
+                    return j
+                if t.line > prev.line and (depth <= 0 or self._starts_item(j)):
+                    return j
+            if t.kind == "op" and t.text in ("(", "[", "{"):
+                depth += 1
+            elif t.kind == "op" and t.text in (")", "]", "}"):
+                depth -= 1
+            j += 1
+        return j
+
+    def _starts_item(self, j: int) -> bool:
+        t = self.toks[j]
+        nxt = self.toks[min(j + 1, len(self.toks) - 1)]
+        if t.kind == "ident" and t.text in ("const", "formula", "label", "filter", "P", "S", "R", "E", "T", "LRA",
+                                            "Pmin", "Pmax", "Rmin", "Rmax"):
+            return True
+        return t.kind == "string" and nxt.kind == "op" and nxt.text == ":"
 
 
 def _slice(lines: list, first: Token, last: Token) -> str:
@@ -1037,7 +1288,8 @@ def parse_model_text(text: str, name: str = "model") -> ModelFile:
     >>> m.type, m.modules[0].name, str(m.modules[0].commands[0].updates[0].prob)
     ('ctmc', 'q', '1.5')
     """
-    return _Parser(Source(name, text)).model_file()
+    with deep_recursion(f"the model {name}"):
+        return _Parser(Source(name, text)).model_file()
 
 
 def parse_properties_text(text: str, name: str = "property") -> PropertiesFile:
@@ -1049,4 +1301,5 @@ def parse_properties_text(text: str, name: str = "property") -> PropertiesFile:
     >>> [p.name for p in pf.properties], pf.properties[0].text
     (['up'], 'P=? [ F<=T "done" ]')
     """
-    return _Parser(Source(name, text), properties=True).properties_file()
+    with deep_recursion(f"the properties {name}"):
+        return _Parser(Source(name, text), properties=True).properties_file()

@@ -243,3 +243,25 @@ def test_internal_errors_are_one_line_with_exit_3_unless_debug(capsys, monkeypat
     assert err == "exactq: internal error: RuntimeError: boom (rerun with --debug for the traceback)\n"
     with pytest.raises(RuntimeError, match="boom"):
         main(["--debug", "solve", "mm1", "arrival_rate=0.5"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "mmck", "arrival_rate=1", "servers=1", "capacity=3", "service_rate=2", "S=? [ n = 3 ]"],
+    ["check", "mmck", "S=? [ n = 3 ]", "arrival_rate=1", "servers=1", "capacity=3", "service_rate=2"],
+    ["check", "mmck", "arrival_rate=1", "S=? [ n = 3 ]", "--tol", "1e-8", "servers=1", "capacity=3",
+     "service_rate=2"],
+])
+def test_check_takes_the_query_before_or_after_the_parameters(capsys, argv):
+    """Issue 24: a query is recognisable (``=?``, a bracket, a filter), so its place does not matter."""
+    assert main(argv + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["measure"] == "S=? [ n = 3 ]" and d["value"] == pytest.approx(1 / 15, rel=1e-12)
+    assert d["params"] == {"arrival_rate": 1.0, "servers": 1, "capacity": 3, "service_rate": 2.0}
+
+
+def test_check_without_a_query_or_with_two_is_one_line(capsys):
+    assert main(["check", "mmck", "arrival_rate=1", "servers=1", "capacity=3", "service_rate=2"]) == 2
+    assert "give one query" in capsys.readouterr().err
+    assert main(["check", "mmck", "S=? [ n = 3 ]", "S=? [ n = 2 ]", "arrival_rate=1", "servers=1", "capacity=3",
+                 "service_rate=2"]) == 2
+    assert "one query per check" in capsys.readouterr().err

@@ -42,9 +42,10 @@ def test_check_with_a_properties_file_gives_one_answer_per_property(capsys):
     code, out, err = run(capsys, "check", FILES / "mmck.sm", "--props", FILES / "mmck.csl", "--const",
                          "K=5,lambda=1.5", "--json")
     assert code == 0, err
-    answers = [json.loads(line) for line in out.splitlines()]
-    assert [a["property"] for a in answers] == ["block", None, None, None, None]
-    assert answers[0]["measure"] == 'S=? [ "full" ]' and answers[4]["measure"] == 'P=? [ F<=T "full" ]'
+    answers = json.loads(out)  # one JSON document: a list, one object per property
+    assert [a["name"] for a in answers] == ["block", None, None, None, None]
+    assert answers[0]["property"] == "block" and answers[0]["measure"] == 'S=? [ "full" ]'
+    assert answers[4]["measure"] == 'P=? [ F<=T "full" ]'
     assert answers[4]["method"] == "query/uniformisation" and answers[4]["error_estimate"] <= 1e-12
     code, out, err = run(capsys, "check", FILES / "mmck.sm", "--props", FILES / "mmck.csl", "--const",
                          "K=5", "--const", "lambda=1.5")
@@ -70,7 +71,7 @@ def test_check_text_output_warnings_and_errors(capsys):
     code, out, err = run(capsys, "check", FILES / "mmck.sm", "K=5", 'S=? [ "full" ]')
     assert code == 2 and "give the constants of a PRISM file with --const" in err
     code, out, err = run(capsys, "check", "mm1", "arrival_rate=0.5", "S=? [ n = 0 ]", "--const", "K=3")
-    assert code == 2 and "--const and --props apply to PRISM files" in err
+    assert code == 2 and "--const, --props and --prop apply to PRISM files" in err
     code, out, err = run(capsys, "check", "mm1")
     assert code == 2 and "QUERY" in err
     code, out, err = run(capsys, "check", "missing.sm", "S=? [ true ]")

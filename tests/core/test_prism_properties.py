@@ -182,9 +182,9 @@ P=? [ F<=T "big" ]
     big = np.arange(5) >= 3
     E = scipy.linalg.expm(absorbing(Q, big) * 1.2)
     assert b.value == pytest.approx(E[1, big].sum(), abs=1e-12)
-    with pytest.raises(PrismModelError, match="constant T has no value; give it with --const T=VALUE"):
+    with pytest.raises(PrismModelError, match="line 4, column 18: constant 'T' has no value; give it with --const T=VALUE"):
         check_properties(m, props, source_name="bd.props")
-    with pytest.raises(PrismModelError, match="neither the model nor the properties declare a constant 'X'"):
+    with pytest.raises(PrismModelError, match="no constant of the model or of the properties, and no property, uses the name 'X'"):
         check_properties(load_prism("bd.sm", "X=3", text=BIRTH_DEATH), 'S=? [ "full" ]')
 
 
