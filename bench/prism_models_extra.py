@@ -19,6 +19,8 @@ the tests:
 ``nand``
     Von Neumann NAND multiplexing; :func:`nand_output_distribution` (binomial and
     hypergeometric convolutions, stage by stage).
+``cell``
+    A wireless cell with guard channels; :func:`cell_stationary` (product form).
 ``dice`` / ``two_dice``
     Knuth & Yao's die from a fair coin; probabilities 1/6 and (6 - |k - 7|)/36, expected
     flips 11/3 and 22/3.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["CASES", "mapk_cascade", "mapk_reactions", "brp", "brp_closed_forms", "nand", "nand_output_distribution",
-           "dice", "two_dice",
+           "cell", "cell_stationary", "dice", "two_dice",
            "knuth_yao_done_within"]
 
 
@@ -361,6 +363,53 @@ def nand_output_distribution(n: int, k: int, perr: float = NAND_PERR, prob1: flo
     return stage1, dist
 
 
+# ----------------------------------------------------------------------------- cell with guard channels
+CELL_NEW, CELL_HANDOFF, CELL_MU = 49.0, 21.0, 1.0   # Haring, Marie, Puigjaner & Trivedi (2001): per-call rates
+
+
+def cell(n: int) -> tuple[str, dict, list]:
+    """A cell of a wireless network with guard channels (Haring, Marie, Puigjaner & Trivedi, IEEE Trans.
+    Vehicular Technology 50(3), 2001).
+
+    ``N`` channels; new calls arrive at rate 49 and are admitted while fewer than 80% of the
+    channels are busy, hand-off calls (rate 21) while any channel is free; each call ends
+    or leaves the cell at rate 1. A birth-death chain on the number of calls: its steady
+    state has a product form (:func:`cell_stationary`).
+    """
+    text = """ctmc
+// Cell with guard channels after Haring, Marie, Puigjaner and Trivedi (2001), written for exactq.
+const int N; // channels
+const double new_rate = 49;
+const double handoff_rate = 21;
+const double mu = 1;
+module cell
+  calls : [0..N] init 0;
+  [new] calls < 0.8*N -> new_rate : (calls'=calls+1);
+  [handoff] calls < N -> handoff_rate : (calls'=calls+1);
+  [leave] calls > 0 -> calls*mu : (calls'=calls-1);
+endmodule
+label "full" = calls = N;
+label "guarded" = calls >= 0.8*N;
+rewards "calls" true : calls; endrewards
+rewards "admitted" [new] true : 1; [handoff] true : 1; endrewards
+"""
+    props = ['S=? [ "full" ]', 'S=? [ "guarded" ]', 'R{"calls"}=? [ S ]', 'R{"admitted"}=? [ S ]',
+             'P=? [ F<=1 "guarded" ]', 'R{"calls"}=? [ I=0.5 ]', 'R{"admitted"}=? [ C<=1 ]']
+    return text, {"N": n}, props
+
+
+def cell_stationary(n: int):
+    """The product form of :func:`cell`: pi_k proportional to prod_{j<k} lambda_j / ((j+1) mu), with
+    lambda_j = 70 below 0.8 N and 21 above; computed in log space. Returns the numpy array pi."""
+    import numpy as np
+
+    j = np.arange(n)
+    lam = np.where(j < 0.8 * n, CELL_NEW + CELL_HANDOFF, CELL_HANDOFF)
+    logw = np.concatenate([[0.0], np.cumsum(np.log(lam) - np.log((j + 1) * CELL_MU))])
+    w = np.exp(logw - logw.max())
+    return w / w.sum()
+
+
 # ----------------------------------------------------------------------------- dice
 def dice(restart: int = 0) -> tuple[str, dict, list]:
     """Knuth & Yao's die from a fair coin (Knuth & Yao 1976).
@@ -456,6 +505,7 @@ CASES = {
     "mapk_cascade": (mapk_cascade, ((1,), (2,)), ((2,), (3,)), ("N",)),
     "brp": (brp, ((16, 2), (32, 4)), ((64, 5), (256, 10), (1024, 10)), ("N", "MAX")),
     "nand": (nand, ((5, 1), (10, 2)), ((20, 2), (30, 3)), ("N", "K")),
+    "cell": (cell, ((50,), (1000,)), ((10000,), (100000,)), ("N",)),
     "dice": (dice, ((0,), (1,)), (), ("RESTART",)),
     "two_dice": (two_dice, ((0,), (1,)), (), ("interleaved",)),
 }

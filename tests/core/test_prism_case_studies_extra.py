@@ -136,6 +136,30 @@ def test_nand_against_the_stagewise_binomial_hypergeometric_recursion(n, k):
     assert got['R{"gates"}=? [ C<=N ]'] == pytest.approx(n, rel=1e-12)  # one gate per step in the first stage
 
 
+# ----------------------------------------------------------------------------- cell
+def test_cell_against_the_product_form_and_expm():
+    n = 50
+    m, props = load("cell", n)
+    got = values(m, props)
+    pi = X.cell_stationary(n)
+    k = np.arange(n + 1)
+    lam = np.where(k < 0.8 * n, X.CELL_NEW + X.CELL_HANDOFF, np.where(k < n, X.CELL_HANDOFF, 0.0))
+    assert got['S=? [ "full" ]'] == pytest.approx(pi[n], rel=1e-9)
+    assert got['S=? [ "guarded" ]'] == pytest.approx(pi[k >= 0.8 * n].sum(), rel=1e-9)
+    assert got['R{"calls"}=? [ S ]'] == pytest.approx(pi @ k, rel=1e-9)
+    assert got['R{"admitted"}=? [ S ]'] == pytest.approx(pi @ lam, rel=1e-9)  # action rewards weighted by rate
+    Q = sp.diags([lam[:-1], X.CELL_MU * k[1:]], [1, -1], shape=(n + 1, n + 1)).tolil()
+    Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
+    p0 = np.zeros(n + 1)
+    p0[0] = 1.0
+    half = spla.expm_multiply(Q.T.tocsr() * 0.5, p0)
+    assert got['R{"calls"}=? [ I=0.5 ]'] == pytest.approx(half @ k, rel=1e-9)
+    Qa = Q.copy()
+    Qa[np.flatnonzero(k >= 0.8 * n)] = 0
+    assert got['P=? [ F<=1 "guarded" ]'] == pytest.approx(
+        spla.expm_multiply(Qa.T.tocsr(), p0)[k >= 0.8 * n].sum(), rel=1e-8, abs=1e-12)
+
+
 # ----------------------------------------------------------------------------- dice
 def test_knuth_yao_die_closed_forms():
     m, props = load("dice", 0)
@@ -187,8 +211,8 @@ def test_two_dice_interleaved_as_prism_resolves_local_choices():
 
 
 # ----------------------------------------------------------------------------- against Storm
-STORM_SIZES = [("mapk_cascade", (2,)), ("brp", (16, 2)), ("nand", (10, 2)), ("dice", (0,)), ("dice", (1,)),
-               ("two_dice", (0,))]
+STORM_SIZES = [("mapk_cascade", (2,)), ("brp", (16, 2)), ("nand", (10, 2)), ("cell", (50,)), ("dice", (0,)),
+               ("dice", (1,)), ("two_dice", (0,))]
 
 
 _STORM_ENV = []
