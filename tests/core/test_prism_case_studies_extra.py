@@ -8,7 +8,10 @@ Every property of every model against Storm when stormpy is installed.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -215,35 +218,48 @@ STORM_SIZES = [("mapk_cascade", (2,)), ("brp", (16, 2)), ("nand", (10, 2)), ("ce
                ("dice", (1,)), ("two_dice", (0,))]
 
 
-_STORM_ENV = []
+STORM_SCRIPT = r"""
+import json, sys
+import stormpy
+from stormpy import developer
+developer.set_from_exploded_string(["--eqsolver", "eigen", "--eigen:method", "sparselu", "--precision", "1e-12"])
+env = developer.EnvironmentBuilder.build_environment()
+out = []
+for path, consts, props in json.load(sys.stdin):
+    prog = stormpy.parse_prism_program(path, prism_compatibility=True)
+    if consts:
+        prog, _ = stormpy.instantiate_constants(prog, consts)
+    parsed = stormpy.parse_properties(";".join(props), prog)
+    model = stormpy.build_model(prog, parsed)
+    init = model.initial_states[0]
+    out.append([stormpy.model_checking(model, q, only_initial_states=True, environment=env).get_value(init)
+                for q in parsed])
+print(json.dumps(out))
+"""
 
 
-def _storm_direct(stormpy):
-    """Storm's direct solver (Eigen's SparseLU) and a 1e-12 precision for the transient ones: its defaults (an
-    iterative solver, relative precision 1e-6) would not do for a 1e-9 comparison. Process-wide Storm
-    settings, set once; no other test uses stormpy."""
-    if not _STORM_ENV:
-        stormpy.developer.set_from_exploded_string(["--eqsolver", "eigen", "--eigen:method", "sparselu",
-                                                    "--precision", "1e-12"])
-        _STORM_ENV.append(stormpy.developer.EnvironmentBuilder.build_environment())
-    return _STORM_ENV[0]
+@pytest.fixture(scope="module")
+def storm(tmp_path_factory):
+    """Storm's values of every property of STORM_SIZES, from one child process: Storm's direct solver (Eigen's
+    SparseLU) and a 1e-12 precision (its defaults, an iterative solver at a relative 1e-6, would not do for a
+    1e-9 comparison) are process-wide settings that can be set once, and tests/core/test_prism_storm.py sets
+    them in this process."""
+    pytest.importorskip("stormpy")
+    jobs = []
+    for name, args in STORM_SIZES:
+        text, consts, props = X.CASES[name][0](*args)
+        path = tmp_path_factory.mktemp("storm") / f"{name}.prism"
+        path.write_text(text)
+        jobs.append([str(path), ",".join(f"{k}={v}" for k, v in consts.items()), props])
+    proc = subprocess.run([sys.executable, "-c", STORM_SCRIPT], input=json.dumps(jobs), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return dict(zip(STORM_SIZES, json.loads(proc.stdout.strip().splitlines()[-1])))
 
 
 @pytest.mark.parametrize("name, args", STORM_SIZES)
-def test_every_property_against_storm(name, args, tmp_path):
-    stormpy = pytest.importorskip("stormpy")
-    text, consts, props = X.CASES[name][0](*args)
-    path = tmp_path / f"{name}.prism"
-    path.write_text(text)
-    prog = stormpy.parse_prism_program(str(path), prism_compatibility=True)
-    if consts:
-        prog, _ = stormpy.instantiate_constants(prog, ",".join(f"{k}={v}" for k, v in consts.items()))
-    parsed = stormpy.parse_properties(";".join(props), prog)
-    model = stormpy.build_model(prog, parsed)
-    m, _ = load(name, *args)
+def test_every_property_against_storm(name, args, storm):
+    m, props = load(name, *args)
     got = values(m, props)
-    init = model.initial_states[0]
-    env = _storm_direct(stormpy)
-    for prop, q in zip(props, parsed):
-        want = stormpy.model_checking(model, q, only_initial_states=True, environment=env).get_value(init)
+    for prop, want in zip(props, storm[(name, args)]):
         assert got[prop] == pytest.approx(want, rel=1e-9, abs=1e-12), prop
