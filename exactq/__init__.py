@@ -20,6 +20,7 @@ from .errors import (  # noqa: F401
     ExactqError,
     ModelError,
     NotApplicableError,
+    PluginError,
     QuerySyntaxError,
     ReducibleError,
     TruncationError,
@@ -42,7 +43,7 @@ def load_prism(path, constants=None, **options):
 
 def register_model(obj=None, **options):
     """Add a plug-in model at run time (a Model subclass or a function returning a CTMC); see
-    :func:`exactq.prism.models.register`."""
-    from .prism.models import register as _register
+    :func:`exactq.plugins.register`."""
+    from .plugins import register as _register
 
     return _register(obj, **options)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from .catalogue import Model, check_method_for, get_model
+from .catalogue import Model, check_method_for, get_model, import_seconds
 from .errors import ModelError, NotApplicableError
+from .plugins import guard
 from .result import Result
 
 __all__ = ["model", "solve", "check", "check_properties", "STATIONARY_SOLVERS"]
@@ -24,9 +25,12 @@ def model(name: str, **params: Any) -> Model:
     """Build and validate the model registered as ``name``.
 
     Parameters are given as keywords; strings are parsed as on the command line
-    (``service_rates="1,2"``).
+    (``service_rates="1,2"``). A plug-in's own failure while it is built is a
+    :class:`~exactq.errors.PluginError` naming it.
     """
-    return get_model(name).create(**params)
+    cls = get_model(name)
+    with guard(cls):
+        return cls.create(**params)
 
 
 def _as_model(m: Model | str, params: dict) -> Model:
@@ -147,6 +151,15 @@ def solve(
     True
     """
     m = _as_model(model, params)
+    with guard(m):  # a plug-in's own failure is reported as its own (exactq.plugins)
+        return _solve(m, measure, method=method, tol=tol, truncation=truncation, verify=verify, strict=strict,
+                      lump=lump, options=options, time_limit=time_limit, certify=certify, progress=progress,
+                      warm_start=warm_start)
+
+
+def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation: int | None, verify: bool,
+           strict: bool, lump: bool, options: dict | None, time_limit: float | None, certify: bool,
+           progress: Callable[[dict], None] | None, warm_start: int | None) -> Result:
     name = resolve_measure(m, measure)
     if truncation is not None and method in ("auto", None, "") and "ctmc" in type(m).methods:
         method = "ctmc"  # a truncation level asks for the truncated chain
@@ -197,12 +210,21 @@ def solve(
         extra["lump"] = False
     from .methods import run
 
+    loading = import_seconds()
     result = run(spec, m, name, tol=tol, truncation=truncation, verify=verify, strict=strict, options=extra,
                  certify=certify)
     result.measure = name
     if not result.seconds:
         result.seconds = time.perf_counter() - t0
+    _without_imports(result, import_seconds() - loading)
     return result
+
+
+def _without_imports(result: Result, loading: float) -> None:
+    """Take the on-demand import of solver modules out of ``result.seconds`` (into ``info``)."""
+    if loading > 0:
+        result.seconds = max(result.seconds - loading, 0.0)
+        result.info["import_seconds"] = loading
 
 
 def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int | None = None,
@@ -233,16 +255,23 @@ def check(model: Model | str, query: str, *, tol: float = 1e-9, truncation: int 
     >>> abs(r.value - 0.5**3 * 0.5 / (1 - 0.5**4)) < 1e-12
     True
     """
+    from .options import check_controls
+
+    check_controls(tol=tol, truncation=truncation, time_limit=time_limit)
+    m = _as_model(model, params)
+    with guard(m):  # a plug-in's own failure is reported as its own (exactq.plugins)
+        return _check(m, query, tol=tol, truncation=truncation, strict=strict, time_limit=time_limit,
+                      progress=progress)
+
+
+def _check(m: Model, query: str, *, tol: float, truncation: int | None, strict: bool, time_limit: float | None,
+           progress: Callable[[dict], None] | None) -> Result:
     from exactq.solvers.csl import check_chain
     from exactq.query import parse_query
 
     from .methods import boundary_evaluation
     from .truncation import Evaluation, grow
 
-    from .options import check_controls
-
-    check_controls(tol=tol, truncation=truncation, time_limit=time_limit)
-    m = _as_model(model, params)
     if getattr(m, "prism_properties", False):  # a PRISM (or explicit) model: properties in PRISM's syntax
         if truncation is not None:
             raise NotApplicableError(f"truncation applies to infinite models only; model {m.name} is finite")

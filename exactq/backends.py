@@ -63,19 +63,20 @@ def default_workers() -> int:
 
 
 def run_tasks(tasks: list[dict], *, backend: str, scheduler: Any = None, workers: int | None = None,
-              on_done: OnDone) -> None:
+              on_done: OnDone, weights: list[float] | None = None) -> None:
     """Solve ``tasks`` on ``backend``; call ``on_done(indices, rows)`` for each finished batch.
 
-    ``indices`` are positions in ``tasks``; batches finish in any order.
+    ``indices`` are positions in ``tasks``; batches finish in any order. ``weights``
+    (the tasks' relative costs, :func:`task_weights`) are computed here when not given.
     """
     if not tasks:
         return
     if backend == "serial":
         _serial(tasks, list(range(len(tasks))), on_done)
     elif backend == "processes":
-        _processes(tasks, workers or default_workers(), on_done)
+        _processes(tasks, workers or default_workers(), on_done, weights)
     elif backend == "dask":
-        _dask(tasks, scheduler, workers, on_done)
+        _dask(tasks, scheduler, workers, on_done, weights)
     else:
         raise ModelError(f"backend must be one of serial, processes, dask; got {backend!r}")
 
@@ -103,6 +104,11 @@ def _cost_hint(task: dict) -> float | None:
         return float(size(int(truncation if truncation is not None else start(task["tol"]))))
     except Exception:  # noqa: BLE001 -- no prediction, no harm
         return None
+
+
+def task_weights(tasks: list[dict]) -> list[float] | None:
+    """Relative costs of the tasks (``None`` when the methods do not predict them): for ETAs and dispatch."""
+    return _weights(tasks)
 
 
 def _weights(tasks: list[dict]) -> list[float] | None:
@@ -228,26 +234,32 @@ def _pool_context():
     return mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
 
 
-def _processes(tasks: list[dict], workers: int, on_done: OnDone) -> None:
+def _processes(tasks: list[dict], workers: int, on_done: OnDone, weights: list[float] | None = None) -> None:
     from threadpoolctl import threadpool_limits
 
     from .sweep import run_point
 
-    planner = _Planner(tasks, _weights(tasks) if workers > 1 else None, workers)
-    # probe: solve the cheapest points here until the work left is known to pay for a pool
-    t0 = time.perf_counter()
+    from .catalogue import import_seconds
+
+    if weights is None and workers > 1:
+        weights = _weights(tasks)
+    planner = _Planner(tasks, weights if workers > 1 else None, workers)
+    # probe: solve the cheapest points here until the work left is known to pay for a pool (the first
+    # point's one-time import of its solver modules is not a cost of every point: it is left out)
+    t0, loaded = time.perf_counter(), import_seconds()
     probed: list[int] = []
     rows: list[dict] = []
     with threadpool_limits(1):
-        while planner.order and (time.perf_counter() - t0 < PROBE_SECONDS or workers == 1):
+        while planner.order and (time.perf_counter() - t0 - (import_seconds() - loaded) < PROBE_SECONDS
+                                 or workers == 1):
             i = planner.order.pop()
             probed.append(i)
             rows.append(run_point(tasks[i]))
             if workers == 1 and time.perf_counter() - t0 >= FLUSH_SECONDS:
                 on_done(probed, rows)
-                probed, rows, t0 = [], [], time.perf_counter()
+                probed, rows, t0, loaded = [], [], time.perf_counter(), import_seconds()
     if probed:
-        planner.learn(probed, time.perf_counter() - t0)
+        planner.learn(probed, max(time.perf_counter() - t0 - (import_seconds() - loaded), 0.0))
         on_done(probed, rows)
     if not planner.order:
         return
@@ -291,7 +303,8 @@ def _pool_batch(batch: list[int], tasks: list[dict]):
 
 
 # ----------------------------------------------------------------------- dask
-def _dask(tasks: list[dict], scheduler: Any, workers: int | None, on_done: OnDone) -> None:
+def _dask(tasks: list[dict], scheduler: Any, workers: int | None, on_done: OnDone,
+          weights: list[float] | None = None) -> None:
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -316,7 +329,7 @@ def _dask(tasks: list[dict], scheduler: Any, workers: int | None, on_done: OnDon
         own = True
     try:
         slots = max(1, sum(client.nthreads().values()))
-        planner = _Planner(tasks, _weights(tasks), slots)
+        planner = _Planner(tasks, _weights(tasks) if weights is None else weights, slots)
         pending: dict = {}
         ac = as_completed()
 

@@ -5,13 +5,16 @@
     exactq models [--json]
     exactq solve MODEL key=value ... [--measure M] [--method NAME] [--tol X]
                  [--truncation N] [--time-limit S] [--verify] [--certify] [--strict] [--no-lump] [--json]
+                 [--progress | --no-progress]
     exactq check MODEL key=value ... 'QUERY' [--tol X] [--truncation N] [--time-limit S] [--json]
     exactq models FILE.sm [--const N=3] [--json]
     exactq solve FILE.sm [--const N=3,...] [--measure reward:NAME|label:NAME] [--method M] [--option solver=S] [...]
     exactq check FILE.sm ['PROPERTY' ...] [--props FILE.csl] [--prop NAME|N ...] [--const N=3,T=0:10:100]
                  [--method M] [--option solver=S] [--strict] [--json]
     exactq export MODEL key=value ... --format prism-explicit|mtx [--out PREFIX] [--truncation N]
-    exactq reproduce NAME [--out DIR] [--full]
+    exactq check PREFIX.tra|PREFIX.mtx 'PROPERTY' ...    (an export read back)
+    exactq --version
+    exactq reproduce NAME [--out DIR] [--full] [--progress | --no-progress]
     exactq sweep MODEL key=value ... --over NAME=SPEC [--over ...] --out results.csv|.json|.parquet
                  [--measure M] [--method NAME] [--tol X] [--backend processes|serial|dask]
                  [--scheduler tcp://HOST:PORT] [--workers N] [--force] [--warm-start]
@@ -47,9 +50,36 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
+class _ShowVersion(Exception):
+    pass
+
+
+class _VersionAction(argparse.Action):
+    """``exactq --version``: handled by :func:`main` (stdout, exit 0), before the command is required."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise _ShowVersion()
+
+
+def version() -> str:
+    """The installed distribution's version (``importlib.metadata``), else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    from . import __version__
+
+    try:
+        return dist_version("exactq")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return __version__
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="exactq", description="Exact performance values of queueing and load-balancing models.")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    p.add_argument("--version", action=_VersionAction, help="print exactq's version and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     m = sub.add_parser("models", help="list models with their parameters, measures and methods (or describe a PRISM "
@@ -77,10 +107,12 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="a method option (repeatable), e.g. --option solver=SCS for the convex method")
     s.add_argument("--const", action="append", metavar="N=3,T=10",
                    help="values of the undefined constants of a PRISM file (FILE.sm)")
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="truncation and certificate progress on stderr; default: on a terminal, not with --json")
     s.add_argument("--json", action="store_true")
 
     c = sub.add_parser("check", help="evaluate a CSL-style query on a model's CTMC, or PRISM properties on a "
-                                     "PRISM file (FILE.sm, FILE.prism, FILE.pm, FILE.tra)")
+                                     "PRISM file (FILE.sm, FILE.prism, FILE.pm) or an export (FILE.tra, FILE.mtx)")
     c.add_argument("model")
     c.add_argument("args", nargs="*", metavar="key=value ... QUERY")
     c.add_argument("--tol", type=float, default=1e-9)
@@ -99,8 +131,9 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="on a PRISM file: solver=NAME, the stationary solver of steady-state properties")
     c.add_argument("--json", action="store_true")
 
-    e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab) or Matrix "
-                                      "Market")
+    e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab, rewards "
+                                      ".srew/.trew) or Matrix Market (.mtx with the same .sta/.lab/.srew); "
+                                      "exactq check PREFIX.tra|PREFIX.mtx reads them back")
     e.add_argument("model")
     e.add_argument("params", nargs="*", metavar="key=value")
     e.add_argument("--format", required=True, choices=("prism-explicit", "mtx"))
@@ -115,6 +148,8 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="directory for JSON tables and figures")
     r.add_argument("--full", action="store_true",
                    help="paper-scale run (tighter tolerances, larger chains; minutes)")
+    r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a status line on stderr (table, point, elapsed, time left); default: on a terminal only")
 
     w = sub.add_parser("sweep", help="solve a model over a grid of parameters into a table (exit 1 if a point failed)")
     w.add_argument("model")
@@ -303,6 +338,7 @@ def _cmd_models(args) -> None:
     if args.const:
         raise _UsageError(f"--const applies to PRISM files; {args.name or 'the catalogue'!r} is not one")
     models = describe_models()
+    elsewhere = _scopes_elsewhere(models)
     if args.name:
         models = [m for m in models if m["name"] == args.name]
         if not models:
@@ -324,7 +360,11 @@ def _cmd_models(args) -> None:
         for p in m["parameters"]:
             req = "required" if p["required"] else f"default {_fmt_value(p['default'])}"
             rule = f"; {p['rule']}" if p["rule"] else ""
-            print(f"    {p['name']} ({p['kind']}, {req}{rule}): {p['doc']}")
+            scope = f"; {p['scope_doc']}" if p.get("scope_doc") else ""
+            other = elsewhere.get((m["name"], p["name"]), "")
+            print(f"    {p['name']} ({p['kind']}, {req}{rule}{scope}{other}): {p['doc']}")
+            if p.get("aliases"):
+                print("      also as " + ", ".join(f"{a['name']} ({a['doc']})" for a in p["aliases"]))
         print("  measures:")
         for k, v in m["measures"].items():
             star = " (default)" if k == m["default_measure"] else ""
@@ -334,6 +374,23 @@ def _cmd_models(args) -> None:
             opts = "; ".join(f"{k}: {', '.join(v)}" for k, v in m["method_options"].items())
             print(f"  method options (--option key=value): {opts}")
         print()
+
+
+def _scopes_elsewhere(models: list) -> dict:
+    """``(model, parameter) -> " (power-of-d, speed-aware: per server)"`` where the name has another scope elsewhere."""
+    by_name: dict = {}
+    for m in models:
+        for p in m["parameters"]:
+            if p.get("scope"):
+                by_name.setdefault(p["name"], {}).setdefault(p["scope"], []).append(m["name"])
+    out = {}
+    for name, scopes in by_name.items():
+        for scope, owners in scopes.items():
+            others = [f"{', '.join(ms)}: {s.replace('-', ' ')}" for s, ms in scopes.items() if s != scope]
+            for owner in owners:
+                if others:
+                    out[(owner, name)] = f" ({'; '.join(others)})"
+    return out
 
 
 def _cmd_models_prism(args) -> None:
@@ -396,7 +453,14 @@ def _cmd_solve(args) -> None:
     from .api import model as build, solve
 
     early: list = []
-    if _is_prism(args.model):  # a PRISM file: --const gives its undefined constants
+    if _is_prism(args.model) and args.model.endswith((".tra", ".mtx")):  # exactq export's files
+        from .prism import load_explicit
+
+        if args.params or args.const:
+            given = args.params[0] if args.params else "--const"
+            raise _UsageError(f"an explicit chain ({args.model}) has no parameters or constants; got {given!r}")
+        model = load_explicit(args.model)
+    elif _is_prism(args.model):  # a PRISM file: --const gives its undefined constants
         from .prism import load_prism
 
         with warnings.catch_warnings(record=True) as early:
@@ -423,9 +487,14 @@ def _cmd_solve(args) -> None:
 
 
 def _progress_line(args):
-    """The truncation progress line on a terminal (not under --json), else None."""
-    from .progress import TruncationLine, is_terminal
+    """The truncation progress line on a terminal (not under --json), else None; ``--progress`` forces it."""
+    from .progress import StatusLine, TruncationLine, is_terminal
 
+    wanted = getattr(args, "progress", None)
+    if wanted is False:
+        return None
+    if wanted is True:
+        return TruncationLine(sys.stderr) if is_terminal(sys.stderr) else StatusLine(sys.stderr, live=False)
     return TruncationLine(sys.stderr) if not args.json and is_terminal(sys.stderr) else None
 
 
@@ -483,6 +552,12 @@ def _looks_like_query(text: str) -> bool:
 
 
 def _is_prism(name: str) -> bool:
+    import os
+
+    from .catalogue import is_builtin_model
+
+    if is_builtin_model(name) and not os.path.isfile(name):
+        return False  # a built-in model's name (never a PRISM suffix): no need to load the PRISM front end
     from .prism.models import is_prism_path
 
     return is_prism_path(name)
@@ -492,9 +567,9 @@ def _load_file_model(args, constants=None):
     """The model of a PRISM file (``--const`` or ``constants``) or of PRISM's explicit files (``.tra``)."""
     from .prism import load_explicit, load_prism
 
-    if args.model.endswith(".tra"):
+    if args.model.endswith((".tra", ".mtx")):
         if args.const:
-            raise _UsageError("--const applies to PRISM model files, not to explicit .tra files")
+            raise _UsageError("--const applies to PRISM model files, not to explicit .tra/.mtx files")
         return load_explicit(args.model)
     return load_prism(args.model, args.const if constants is None else constants, strict=args.strict)
 
@@ -536,7 +611,7 @@ def _cmd_check_prism(args) -> int:
     if args.truncation is not None:
         raise _UsageError("--truncation does not apply to a PRISM file (its chain is finite)")
     solver = _prism_solver(args)
-    explicit = args.model.endswith(".tra")
+    explicit = args.model.endswith((".tra", ".mtx"))  # exactq export's files
     if not args.args and not args.props:
         raise _UsageError("give a PRISM property ('P=? [ F \"done\" ]') or --props FILE")
     with warnings.catch_warnings(record=True) as parse_caught:
@@ -547,7 +622,7 @@ def _cmd_check_prism(args) -> int:
         single, ranges = constant_ranges(args.const)
         if explicit:
             if args.const:
-                raise _UsageError("--const applies to PRISM model files, not to explicit .tra files")
+                raise _UsageError("--const applies to PRISM model files, not to explicit .tra/.mtx files")
             mf = None
             model_undefined = set()
         else:
@@ -713,9 +788,12 @@ def _cmd_export(args) -> None:
             raise _UsageError(f"give the constants of a PRISM file with --const; got {args.params[0]!r}")
         model = _load_file_model(args)
         chain = model.built.chain
+        rewards = model.built.rewards  # state and transition rewards of every structure
         info = getattr(model, "info", None)
         if info is not None:
             bool_vars = [v.name for v in info.variables if v.type == "bool"]
+        else:  # an explicit chain exported again
+            bool_vars = sorted(getattr(model, "_bool_vars", ()))
         name = os.path.splitext(os.path.basename(args.model))[0]
     else:
         from .api import model as build
@@ -732,14 +810,18 @@ def _cmd_export(args) -> None:
         if not getattr(model, "is_infinite", False) and args.truncation is not None:
             raise _UsageError(f"model {model.name} is finite; --truncation does not apply")
         _require_export_size(model, factory, args.truncation)
-        chain = getattr(model, factory)(args.truncation)
+        from .plugins import guard
+
+        with guard(model):  # a plug-in's own failure is reported as its own
+            chain = getattr(model, factory)(args.truncation)
         name = model.name
     prefix = args.out or name
     _require_export_folder(prefix)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.format == "mtx":
-            files = [write_mtx(chain, prefix if prefix.endswith(".mtx") else prefix + ".mtx")]
+            files = write_mtx(chain, prefix if prefix.endswith(".mtx") else prefix + ".mtx", bool_vars=bool_vars,
+                              rewards=rewards)
         else:
             files = write_explicit(chain, prefix, bool_vars=bool_vars, rewards=rewards)
     for w in caught:
@@ -786,11 +868,19 @@ def _require_export_folder(prefix: str) -> None:
 def _cmd_reproduce(args) -> None:
     from .reproduce import reproduce, reproduction_names
 
+    from .progress import status_line
+
     if not args.name:
         for k, v in reproduction_names().items():
             print(f"{k}: {v}")
         return
-    print(reproduce(args.name, args.out, full=args.full))
+    line = status_line(args.progress, sys.stderr)
+    try:
+        text = reproduce(args.name, args.out, full=args.full, progress=line)
+    finally:
+        if line is not None:
+            line.close()
+    print(text)
 
 
 def _check_shared_options(args) -> None:
@@ -845,6 +935,9 @@ def main(argv=None) -> int:
         _check_shared_options(args)
         status = {"models": _cmd_models, "solve": _cmd_solve, "check": _cmd_check, "export": _cmd_export,
                   "reproduce": _cmd_reproduce, "sweep": _cmd_sweep, "plot": _cmd_plot}[args.command](args)
+    except _ShowVersion:
+        print(f"exactq {version()}")
+        return 0
     except _UsageError as e:
         return fail(str(e))
     except ExactqError as e:

@@ -23,11 +23,12 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ModelError
+from .errors import ModelError, NotApplicableError
 from .statespace import Space, StateSpace
 from .truncation import Truncation
 
-__all__ = ["Event", "CTMC", "DTMC", "StationaryDistribution", "build_ctmc", "build_dtmc", "explore", "ORDERINGS"]
+__all__ = ["Event", "CTMC", "DTMC", "StationaryDistribution", "build_ctmc", "build_dtmc", "explore",
+           "explore_transitions", "Explored", "MemoryMeter", "ORDERINGS"]
 
 #: fill-reducing orderings a chain may ask the sparse LU for
 ORDERINGS = ("auto", "level", "nested-dissection", "mmd")
@@ -448,48 +449,645 @@ def build_dtmc(
 _BITMAP_KEYS = 1 << 26
 
 
-class _KeySet:
-    """A growing set of int64 keys held as a few sorted runs (a log-structured merge).
+class MemoryMeter:
+    """The bytes a computation holds, checked against the memory budget taken at its start.
 
-    ``add`` appends a sorted run and merges the last two while the older one is at
-    most twice as long, so there are O(log n) runs and every key is merged O(log n)
-    times: a breadth-first search of ``r`` rounds costs O(n log² n) in total instead
-    of the O(r n) of re-sorting the whole seen set each round (a 2-D chain of 90,601
-    states explored in 0.2 s instead of 6.7 s). When every key is below ``universe``
-    and that is at most :data:`_BITMAP_KEYS`, a boolean map of the keys replaces the
-    runs (one lookup per key).
+    ``need(held, what, transient=...)`` adds ``held`` bytes (kept until the end) and
+    checks ``held so far + transient`` against the budget (the machine's available
+    memory when the computation began, or ``EXACTQ_MEMORY_BUDGET``); over it, the
+    line of :func:`exactq.budget.require_memory` names ``what``. The checks are
+    cumulative, so that many small allocations cannot add up past the budget, and
+    cheap (the budget is read once).
+
+    Examples
+    --------
+    >>> m = MemoryMeter()
+    >>> m.budget = 1000
+    >>> m.need(600, "the first half")
+    >>> try:
+    ...     m.need(600, "the second half")
+    ... except MemoryError as e:
+    ...     print(str(e).split(" would")[0])
+    the second half
     """
 
-    def __init__(self, keys: np.ndarray, universe: int | None = None):
-        keys = np.unique(keys)
-        self.size = len(keys)
-        self.bitmap = None
-        if universe is not None and universe <= _BITMAP_KEYS:
-            self.bitmap = np.zeros(int(universe), dtype=bool)
-            self.bitmap[keys] = True
-            self.runs = []
-        else:
-            self.runs = [keys]
+    def __init__(self):
+        from .budget import memory_budget
 
-    def contains(self, keys: np.ndarray) -> np.ndarray:
+        self.budget = memory_budget()
+        self.held = 0.0
+
+    def need(self, held: float, what: str, *, transient: float = 0.0, hint: str = "") -> None:
+        from .budget import BudgetError, format_bytes
+
+        total = self.held + float(held) + float(transient)
+        if self.budget is not None and not total <= self.budget:
+            tail = f"; {hint}" if hint else ""
+            raise BudgetError(f"{what} would need about {format_bytes(total)}, above the memory budget of "
+                              f"{format_bytes(self.budget)} (EXACTQ_MEMORY_BUDGET changes it){tail}")
+        self.held += float(held)
+
+
+def _unique_first(keys: np.ndarray):
+    """The sorted distinct keys and, for each, the index of one occurrence.
+
+    ``np.unique`` without ``return_index`` takes a hashing path in numpy >= 2.3 that
+    is 50x slower than sorting on int64 keys, and a stable sort 5x slower than the
+    default one; any occurrence serves here (rows with equal keys are equal, or a
+    wide box's collision check sees them).
+    """
+    order = np.argsort(keys)
+    sk = keys[order]
+    keep = np.ones(len(sk), dtype=bool)
+    keep[1:] = sk[1:] != sk[:-1]
+    return sk[keep], order[keep]
+
+
+class _Collision(Exception):
+    """Two different states of a wide box share a hashed key (the exploration restarts with another seed)."""
+
+
+class _KeySet:
+    """A growing set of int64 keys: a few sorted runs, or a map over a bounded key universe.
+
+    With single-word keys below ``universe``, once the keys fill 1/64 of it (or at
+    once for a universe of at most 2^20), a boolean map (at most
+    :data:`_BITMAP_KEYS` keys) or a packed map of bits (up to ``max_bits`` keys)
+    replaces the runs and answers a lookup by one gather; a sparser map would cost
+    more memory than the runs, and a page fault per key.
+
+    Otherwise the keys are held as sorted runs (a log-structured merge): ``add``
+    appends a sorted run and merges the last two while the older one is at most
+    twice as long, so there are O(log n) runs and every key is merged O(log n)
+    times: a breadth-first search of ``r`` rounds costs O(n log² n) in total instead
+    of the O(r n) of re-sorting the whole seen set each round (a 2-D chain of 90,601
+    states explored in 0.2 s instead of 6.7 s). With ``words`` (the packed rows of a
+    wide box, whose keys are hashes), every run keeps the words beside its keys, and
+    a key found with other words raises :class:`_Collision`: membership stays exact.
+    """
+
+    def __init__(self, keys: np.ndarray, universe: int | None = None, words: np.ndarray | None = None,
+                 max_bits: int = 0):
+        keys, first = _unique_first(keys)
+        self.size = len(keys)
+        self.bitmap = self.bits = None
+        self.wide = words is not None
+        self.universe = None if self.wide or universe is None else int(universe)
+        self.max_bits = max_bits
+        self.runs = [(keys, words[first] if self.wide else None)]
+        self._densify()
+
+    def _densify(self) -> None:
+        """Trade the runs for a map once the keys fill 1/64 of the universe (a map costs 1 or 1/8 byte per key
+        of the universe, a run 8 bytes per key; a sparse map also costs a page per key touched)."""
+        u = self.universe
+        if u is None or not self.runs or (u > 1 << 20 and self.size * 64 < u):
+            return
+        if u <= _BITMAP_KEYS:
+            self.bitmap = np.zeros(u, dtype=bool)
+            for keys, _ in self.runs:
+                self.bitmap[keys] = True
+        elif u <= self.max_bits:
+            self.bits = np.zeros((u + 7) // 8, dtype=np.uint8)
+            for keys, _ in self.runs:
+                self._set_bits(keys)
+        else:
+            return
+        self.runs = []
+
+    def _set_bits(self, keys: np.ndarray) -> None:
+        """Set the bits of sorted distinct keys (the bits of one byte are summed, not or-ed: they are distinct)."""
+        if len(keys) == 0:
+            return
+        byte = keys >> 3
+        val = np.left_shift(1, keys & 7).astype(np.uint8)
+        starts = np.flatnonzero(np.concatenate([[True], byte[1:] != byte[:-1]]))
+        self.bits[byte[starts]] |= np.add.reduceat(val, starts).astype(np.uint8)
+
+    def contains(self, keys: np.ndarray, words: np.ndarray | None = None) -> np.ndarray:
         if self.bitmap is not None:
             return self.bitmap[keys]
+        if self.bits is not None:
+            return ((self.bits[keys >> 3] >> (keys & 7).astype(np.uint8)) & 1).astype(bool)
         found = np.zeros(len(keys), dtype=bool)
-        for run in self.runs:
+        for run, run_words in self.runs:
             pos = np.minimum(np.searchsorted(run, keys), len(run) - 1)
-            found |= run[pos] == keys
+            hit = run[pos] == keys
+            if self.wide and hit.any():
+                h = np.flatnonzero(hit)
+                if not np.array_equal(run_words[pos[h]], words[h]):
+                    raise _Collision
+            found |= hit
         return found
 
-    def add(self, keys: np.ndarray) -> None:
-        """Add keys that are new and sorted (``np.unique`` output)."""
+    def add(self, keys: np.ndarray, words: np.ndarray | None = None) -> None:
+        """Add keys that are new and sorted (``np.unique`` output), with their words for a wide box."""
         self.size += len(keys)
         if self.bitmap is not None:
             self.bitmap[keys] = True
             return
-        self.runs.append(keys)
-        while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
-            last = self.runs.pop()
-            self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]), kind="stable")
+        if self.bits is not None:
+            self._set_bits(keys)
+            return
+        self.runs.append((keys, words))
+        if self.universe is not None and self.size * 64 >= self.universe:
+            self._densify()
+            if not self.runs:
+                return
+        while len(self.runs) > 1 and len(self.runs[-2][0]) <= 2 * len(self.runs[-1][0]):
+            (k2, w2), (k1, w1) = self.runs.pop(), self.runs[-1]
+            k = np.concatenate([k1, k2])
+            if self.wide:
+                order = np.argsort(k)
+                self.runs[-1] = (k[order], np.concatenate([w1, w2])[order])
+            else:
+                k.sort()
+                self.runs[-1] = (k, None)
+
+
+@dataclass
+class Explored:
+    """The reachable states of a model and, when kept, the transitions found on the way.
+
+    Attributes
+    ----------
+    space : StateSpace
+        The reachable states, sorted by key.
+    src, dst : (m,) ndarray of int32 (int64 from 2^31 states on)
+        Source and target state (indices into ``space``) of every transition kept
+        (empty when the exploration did not keep them). Duplicates are not merged.
+    weight : (m,) ndarray of float
+        The rate or probability the expander gave each transition.
+    order : (n,) ndarray of int64
+        ``order[i]`` is the index in ``space`` of the ``i``-th state discovered (the
+        order in which the expander saw the states, frontier by frontier).
+    extras : dict of name -> (n,) ndarray
+        What the expander reported per state, in the order of ``space``.
+    rounds : int
+        Breadth-first rounds (the depth of the search plus one).
+    """
+
+    space: StateSpace
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    order: np.ndarray
+    extras: dict
+    rounds: int
+
+
+def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, max_states: int | None = None,
+                        keep: bool = True, what: str = "the state space", meter: MemoryMeter | None = None) -> Explored:
+    """Reachable states and transitions by a breadth-first search over whole frontiers.
+
+    Parameters
+    ----------
+    initial : (k, d) array_like of int
+        The initial states (inside the box).
+    expand : callable
+        ``expand(states, words) -> (blocks, extras)``: for the ``(f, d)`` frontier
+        and its packed rows (``space.packing.words``), an iterable of transition
+        blocks ``(src, weight, target_words)`` (``src`` indexes the frontier rows,
+        ``weight`` may be None when ``keep`` is false, every target inside the box)
+        and a dict of per-frontier-state arrays. The expander may compute the
+        targets' words directly from the sources' (a change ``dx`` of column ``j``
+        changes word ``packing.word_of[j]`` by ``packing.strides[j] * dx``), without
+        forming the target rows. An expander with ``tolerant = True`` and ``jumps``
+        (the largest change of each variable seen so far) also takes
+        ``tolerant=True``: it then reports the states whose expansion would raise
+        in ``extras["_bad"]`` instead of raising, and the search may expand a box
+        of states around a thin frontier at once (see :class:`_Search`).
+    names : sequence of str
+    hi, lo : (d,) array_like of int
+        The box (``lo`` defaults to 0).
+    max_states : int, optional
+        Refuse (:class:`~exactq.errors.TruncationError`) to grow beyond this many states.
+    keep : bool
+        Keep the transitions (for assembling the chain) or only the states.
+    what : str
+        What is explored, for the budget messages.
+    meter : MemoryMeter, optional
+        Shared with the expander, which accounts for the transitions it forms
+        (default: a fresh one).
+
+    Returns
+    -------
+    Explored
+
+    Notes
+    -----
+    The memory of each round is predicted and checked against the budget
+    (:class:`MemoryMeter`) before it is allocated. A wide box
+    (hashed keys, see :class:`~exactq.statespace.StateSpace`) compares the packed
+    words on every key match; a collision restarts the search with another seed.
+    """
+    from .statespace import _MAX_RESEEDS, Packing
+
+    init = np.atleast_2d(np.asarray(initial, dtype=np.int64))
+    lo = np.zeros(init.shape[1], np.int64) if lo is None else np.asarray(lo, dtype=np.int64)
+    packing = Packing(lo, hi, names)
+    if not np.all(packing.inside(init)):
+        raise ValueError("states outside the given bounding box")
+    meter = MemoryMeter() if meter is None else meter
+    held = meter.held
+    for seed in range(_MAX_RESEEDS):
+        meter.held = held
+        try:
+            return _search(init, expand, tuple(names), packing, seed, max_states, keep, what, meter)
+        except _Collision:
+            continue
+    raise NotApplicableError(f"state keys collided under {_MAX_RESEEDS} hash seeds; report this as a bug")
+
+
+#: a frontier this small, for this many rounds in a row, makes the search try a window (per-round costs dominate)
+_THIN_FRONTIER = 512
+_THIN_ROUNDS = 4
+#: a window may always hold this many states, and at most this many times the states found so far
+_WINDOW_MIN = 1 << 16
+_WINDOW_GROWTH = 4.0
+#: windows are tried only where the states found fill at least 1/_WINDOW_DENSITY of their bounding box
+_WINDOW_DENSITY = 8
+#: bytes a kept transition holds until the end (source, weight, target key)
+_KEPT_BYTES = 24
+
+
+class _Search:
+    """One breadth-first search (see :func:`explore_transitions`), with windows for thin frontiers.
+
+    A *window round* replaces many rounds of a long, thin search (a counter that
+    climbs one step per round): every state of a box around the frontier (extended
+    along the variables that change, by ``steps`` times their largest jump) that is
+    not yet expanded is expanded at once, with the expander's errors deferred per
+    state; the states of the box reachable from the frontier inside it are found by
+    a graph search (:func:`scipy.sparse.csgraph.breadth_first_order`) and kept with
+    their transitions, the rest is dropped, and the targets outside the box are the
+    next frontier. A deferred error of a reachable state is raised as a normal round
+    would raise it. The window grows (``steps`` doubles) while most of its states
+    are reachable, and shrinks otherwise; the expander opts in by having
+    ``tolerant = True`` and ``jumps`` (the largest change of each variable so far).
+    """
+
+    def __init__(self, init, expand, names, packing, seed, max_states, keep, what, meter):
+        from .statespace import hash_words
+
+        self.expand, self.names, self.packing, self.seed = expand, names, packing, seed
+        self.max_states, self.keep, self.what, self.meter = max_states, keep, what, meter
+        self.wide = packing.n_words > 1
+        self.d, self.W = init.shape[1], packing.n_words
+        self.universe = None if self.wide else float(np.prod(packing.radix.astype(float)))
+        self._hash = hash_words
+        self.windows = bool(getattr(expand, "tolerant", False)) and getattr(expand, "jumps", None) is not None
+        self.steps = 16
+        self.thin = 0
+        self.window_rounds = 0
+        words_all = packing.words(init)
+        keys_all = self.key_of(words_all)
+        keys, first = _unique_first(keys_all)
+        if self.wide:
+            _check_unique_words(words_all, keys_all, keys, first)
+        self.words, self.frontier, self.keys = words_all[first], init[first], keys
+        # a packed map of bits over the key universe when it takes at most 1/16 of the budget
+        max_bits = 0 if meter.budget is None else int(meter.budget / 16 * 8)
+        fits = self.universe is not None and self.universe <= max(_BITMAP_KEYS, max_bits)
+        self.seen = _KeySet(keys, universe=int(self.universe) if fits else None,
+                            words=self.words if self.wide else None, max_bits=max_bits)
+        self._map_counted = False
+        self.seen_lo, self.seen_hi = self.frontier.min(axis=0), self.frontier.max(axis=0)
+        self.state_chunks, self.word_chunks, self.key_chunks = [self.frontier], [self.words], [keys]
+        self.src_parts, self.weight_parts, self.tkey_parts = [], [], []
+        self.extra_parts: dict = {}
+        self.n_found = len(self.frontier)
+        self.n_kept = 0
+        self.base = 0
+        self.rounds = 0
+        self.per_state = 8 * (self.d + 2 * self.W + 3)  # the row, its words (here and in the seen set), key, ...
+        meter.need(len(self.frontier) * self.per_state, f"{what}: {len(self.frontier)} initial states")
+
+    def key_of(self, words: np.ndarray) -> np.ndarray:
+        return self._hash(words, self.seed) if self.wide else words[:, 0]
+
+    # -- rounds ------------------------------------------------------------------------
+    def run(self) -> Explored:
+        while len(self.frontier):
+            self.rounds += 1
+            self.thin = self.thin + 1 if len(self.frontier) <= _THIN_FRONTIER else 0
+            if self.windows and self.thin >= _THIN_ROUNDS and self._window():
+                continue
+            self._bfs_round()
+        return self._finish()
+
+    def _keep(self, src, weight, tkeys) -> None:
+        if self.keep:
+            self.src_parts.append(src)
+            self.weight_parts.append(np.asarray(weight, dtype=float))
+            self.tkey_parts.append(tkeys)
+            self.n_kept += len(src)
+
+    def _extras(self, extras: dict, sel=None) -> None:
+        held = 0
+        for name, arr in extras.items():
+            if name.startswith("_"):
+                continue
+            arr = np.asarray(arr)
+            arr = arr if sel is None else arr[sel]
+            held += 2 * arr.nbytes  # kept, and once more when put in the final order
+            self.extra_parts.setdefault(name, []).append(arr)
+        if held:
+            self.meter.need(held, f"{self.what}: what is recorded per state for {self.base} states")
+
+    def _bfs_round(self) -> None:
+        blocks, extras = self.expand(self.frontier, self.words)
+        new_keys, new_words, new_rows = [], [], []
+        for block in blocks:
+            src, weight, twords = block[:3]
+            rows = block[3] if len(block) > 3 else None  # the target rows, when the expander has them
+            twords = np.asarray(twords, dtype=np.int64).reshape(-1, self.W)
+            tkeys = self.key_of(twords)
+            if self.keep:
+                itype = np.int32 if self.base + len(self.frontier) < 2**31 else np.int64
+                self._keep(np.asarray(src, dtype=itype) + itype(self.base), weight, tkeys)
+            fresh = np.flatnonzero(~self.seen.contains(tkeys, twords if self.wide else None))
+            if fresh.size:
+                new_keys.append(tkeys[fresh])
+                new_words.append((twords, fresh))
+                new_rows.append(rows)
+        self._extras(extras)
+        self.base += len(self.frontier)
+        self._discover(new_keys, new_words, new_rows)
+
+    def _discover(self, new_keys: list, new_words: list, new_rows: list | None = None) -> None:
+        """The next frontier: the distinct unseen candidates.
+
+        ``new_keys`` holds unseen keys only; ``new_words`` the words they come from,
+        as arrays or as ``(words, positions)`` pairs (gathered only for the distinct
+        keys); ``new_rows`` the matching rows where the expander gave them.
+        """
+        if not new_keys:
+            self.frontier = self.frontier[:0]
+            return
+        cand_keys = new_keys[0] if len(new_keys) == 1 else np.concatenate(new_keys)
+        keys, first = _unique_first(cand_keys)
+        # where each distinct key came from: (block, position in the block's arrays)
+        sizes = np.array([len(k) for k in new_keys])
+        block = np.searchsorted(np.cumsum(sizes), first, side="right") if len(new_keys) > 1 else None
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        words, rows = [], []
+        have_rows = new_rows is not None and all(r is not None for r in new_rows)
+        for b, w in enumerate(new_words):
+            sel = first if block is None else first[block == b] - offsets[b]
+            arr, pos = w if isinstance(w, tuple) else (w, None)
+            at = sel if pos is None else pos[sel]
+            words.append(arr[at])
+            if have_rows:
+                rows.append(new_rows[b][at])
+        if block is not None:  # back to the order of ``keys``
+            back = np.argsort(np.argsort(block, kind="stable"), kind="stable")
+            words = np.concatenate(words)[back]
+            rows = np.concatenate(rows)[back] if have_rows else None
+        else:
+            words = words[0]
+            rows = rows[0] if have_rows else None
+        if self.wide:
+            all_words = np.concatenate([(w[0][w[1]] if isinstance(w, tuple) else w) for w in new_words])
+            _check_unique_words(all_words, cand_keys, keys, first)
+        if rows is None:
+            rows = self.packing.decode(words)
+        self._add_states(keys, words, rows)
+        self.frontier, self.words, self.keys = self.state_chunks[-1], words, keys
+
+    def _add_states(self, keys, words, rows) -> None:
+        from .errors import TruncationError
+
+        self.meter.need(len(keys) * self.per_state, f"{self.what}: {self.n_found + len(keys)} states of {self.d} "
+                        f"variables after {self.rounds} rounds of exploration")
+        self.seen.add(keys, words if self.wide else None)
+        if not self._map_counted and (self.seen.bits is not None or self.seen.bitmap is not None):
+            self._map_counted = True
+            size = len(self.seen.bits if self.seen.bits is not None else self.seen.bitmap)
+            self.meter.need(size, f"{self.what}: the map of {self.n_found + len(keys)} seen states over "
+                            f"{self.universe:.0f} keys")
+        if self.windows:
+            self.seen_lo = np.minimum(self.seen_lo, rows.min(axis=0))
+            self.seen_hi = np.maximum(self.seen_hi, rows.max(axis=0))
+        self.n_found += len(keys)
+        if self.max_states is not None and self.n_found > self.max_states:
+            raise TruncationError(f"state space exceeds max_states={self.max_states} during exploration")
+        self.state_chunks.append(rows)
+        self.word_chunks.append(words)
+        self.key_chunks.append(keys)
+
+    # -- windows -------------------------------------------------------------------------
+    def _window(self) -> bool:
+        """One window round (see the class docstring); False when no useful window fits (then a BFS round)."""
+        from .budget import BudgetError
+        from .errors import ExactqError
+
+        pk, F = self.packing, self.frontier
+        jumps = np.asarray(self.expand.jumps, dtype=np.int64)
+        if not jumps.any():
+            return False
+        # windows pay where the states found fill their bounding box (counters, queues in tandem), not where
+        # they are a sparse subset of it (many flags and counters that move together)
+        seen_box = float(np.prod((self.seen_hi - self.seen_lo + 1).astype(float)))
+        if self.n_found * _WINDOW_DENSITY < seen_box:
+            return False
+        f_lo, f_hi = F.min(axis=0), F.max(axis=0)
+        # grow the box where the frontier touches the seen states' box (where new states lie)
+        down = np.where(f_lo <= self.seen_lo, jumps, 0)
+        up = np.where(f_hi >= self.seen_hi, jumps, 0)
+        cap = max(_WINDOW_MIN, _WINDOW_GROWTH * self.n_found)
+        steps = self.steps
+        while True:
+            lo_w = np.maximum(pk.lo, f_lo - steps * down)
+            hi_w = np.minimum(pk.hi, f_hi + steps * up)
+            size = float(np.prod((hi_w - lo_w + 1).astype(float)))
+            if size <= cap or steps == 1:
+                break
+            steps //= 2
+        if size > cap or size <= 2 * len(F):
+            return False
+        per_trans = self.n_kept / max(self.base, 1)
+        per_window_state = 8 * (3 * self.d + 3 * self.W + 8) + per_trans * 80
+        while True:  # near the budget, smaller windows (plain rounds would crawl along a thin chain)
+            try:
+                self.meter.need(0, f"{self.what}: {self.n_found} states and {self.n_kept} transitions found so "
+                                f"far, and a window of {size:.0f} states around the frontier",
+                                transient=size * per_window_state)
+                break
+            except BudgetError:
+                if steps == 1:
+                    raise
+                steps //= 2
+                lo_w = np.maximum(pk.lo, f_lo - steps * down)
+                hi_w = np.minimum(pk.hi, f_hi + steps * up)
+                size = float(np.prod((hi_w - lo_w + 1).astype(float)))
+        from scipy.sparse.csgraph import breadth_first_order  # (imports scipy.sparse.linalg: only when used)
+
+        n_w = int(size)
+        radix = hi_w - lo_w + 1
+        strides = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
+        idx = np.arange(n_w, dtype=np.int64)
+        rows = (idx[:, None] // strides[None, :]) % radix[None, :] + lo_w[None, :]
+        del idx
+        wwords = pk.words(rows)
+        wkeys = self.key_of(wwords)
+        fresh = np.flatnonzero(~self.seen.contains(wkeys, wwords if self.wide else None))
+        nF = len(F)
+        C = np.concatenate([F, rows[fresh]])
+        Cw = np.concatenate([self.words, wwords[fresh]])
+        Ck = np.concatenate([self.keys, wkeys[fresh]])
+        del rows, wwords, wkeys
+        held = self.meter.held
+        try:
+            blocks, extras = self.expand(C, Cw, tolerant=True)
+            blocks = [(np.asarray(s, dtype=np.int64), w, np.asarray(t, dtype=np.int64).reshape(len(s), self.W))
+                      for s, w, t in blocks]
+        except ExactqError:  # a fault (or the budget) somewhere in the box: take the frontier round by round
+            self.meter.held = held
+            self.windows = False
+            return False
+        nC = len(C)
+        local = []
+        k0, k1 = (int(Ck.min()), int(Ck.max())) if not self.wide else (0, -1)
+        if not self.wide and k1 - k0 < 4 * nC + 1024:  # a dense table over the keys of the box
+            table = np.full(k1 - k0 + 1, -1, dtype=np.int64)
+            table[Ck - k0] = np.arange(nC)
+            for src, _, twords in blocks:
+                tkeys = twords[:, 0]
+                off = tkeys - k0
+                ok = (off >= 0) & (off <= k1 - k0)
+                local.append((tkeys, np.where(ok, table[np.where(ok, off, 0)], -1)))
+            del table
+        else:
+            order_c = np.argsort(Ck)
+            sorted_ck = Ck[order_c]
+            for src, _, twords in blocks:
+                tkeys = self.key_of(twords)
+                pos = np.minimum(np.searchsorted(sorted_ck, tkeys), nC - 1)
+                hit = sorted_ck[pos] == tkeys
+                if self.wide and hit.any():
+                    h = np.flatnonzero(hit)
+                    if not np.array_equal(Cw[order_c[pos[h]]], twords[h]):
+                        raise _Collision
+                local.append((tkeys, np.where(hit, order_c[pos], -1)))
+        e_src = np.concatenate([b[0] for b in blocks] + [np.full(nF, nC, dtype=np.int64)])
+        e_dst = np.concatenate([loc for _, loc in local] + [np.arange(nF, dtype=np.int64)])
+        inside = e_dst >= 0
+        graph = sp.csr_matrix((np.ones(int(inside.sum()), dtype=np.int8), (e_src[inside], e_dst[inside])),
+                              shape=(nC + 1, nC + 1))
+        reached = np.zeros(nC + 1, dtype=bool)
+        reached[breadth_first_order(graph, nC, directed=True, return_predecessors=False)] = True
+        reached = reached[:nC]
+        bad = extras.get("_bad")
+        if bad is not None and np.any(bad & reached):
+            i = int(np.flatnonzero(bad & reached)[0])
+            self.expand(C[i:i + 1], Cw[i:i + 1])  # raises the error a round would raise
+            raise RuntimeError(f"a deferred error of state {C[i].tolist()} did not recur")  # pragma: no cover
+        new_in = np.flatnonzero(reached[nF:]) + nF
+        if self.wide or np.any(np.diff(Ck[new_in]) < 0):
+            new_in = new_in[np.argsort(Ck[new_in])]  # by key, as the seen set takes them
+        disc = np.full(nC, -1, dtype=np.int64)
+        disc[:nF] = self.base + np.arange(nF)
+        disc[new_in] = self.base + nF + np.arange(len(new_in))
+        out_keys, out_words = [], []
+        kept_before = self.n_kept
+        for (src, weight, twords), (tkeys, loc) in zip(blocks, local):
+            live = reached[src]
+            if not live.all():
+                src, weight, twords, tkeys, loc = src[live], weight[live], twords[live], tkeys[live], loc[live]
+            self._keep(disc[src], weight, tkeys)
+            out = loc < 0
+            if out.any():
+                out_keys.append(tkeys[out])
+                out_words.append(twords[out])
+        # the expander accounted for every transition it formed; only those of reached states are kept
+        self.meter.held = held + (self.n_kept - kept_before) * _KEPT_BYTES
+        self._extras(extras, np.concatenate([np.arange(nF), new_in]))
+        self.base += nF + len(new_in)
+        if len(new_in):
+            self._add_states(Ck[new_in], Cw[new_in], C[new_in])
+        fresh_keys, fresh_words = [], []
+        for k, w in zip(out_keys, out_words):
+            f = ~self.seen.contains(k, w if self.wide else None)
+            if f.any():
+                fresh_keys.append(k[f])
+                fresh_words.append(w[f])
+        self._discover(fresh_keys, fresh_words)
+        density = (nF + len(new_in)) / nC
+        self.steps = steps * 2 if density >= 0.5 else max(1, steps // 2)
+        if density < 1 / 16:
+            self.windows = False  # the boxes are mostly unreachable here: plain rounds are cheaper
+        self.window_rounds += 1
+        return True
+
+    # -- the result ------------------------------------------------------------------------
+    @staticmethod
+    def _scatter(chunks: list, order: np.ndarray, width: int) -> np.ndarray:
+        """The rows of the chunks (in discovery order) at their final positions, freeing each chunk once copied."""
+        out = np.empty((len(order), width), dtype=np.int64)
+        at = 0
+        chunks.reverse()
+        while chunks:
+            c = chunks.pop()
+            out[order[at:at + len(c)]] = c
+            at += len(c)
+        return out
+
+    def _finish(self) -> Explored:
+        n, m = self.n_found, self.n_kept
+        d, W = self.d, self.W
+        self.meter.need(0, f"{self.what}: assembling {n} states and {m} transitions",
+                        transient=n * 8 * (d + W + 4) + m * 8 * 2)
+        keys_disc = np.concatenate(self.key_chunks)
+        perm = np.argsort(keys_disc)  # final position -> discovery index (the keys are distinct)
+        order = np.empty(n, dtype=np.int64)
+        order[perm] = np.arange(n, dtype=np.int64)
+        sorted_keys = keys_disc[perm]
+        del keys_disc
+        self.key_chunks = None
+        states = self._scatter(self.state_chunks, order, d)
+        self.state_chunks = None
+        words = self._scatter(self.word_chunks, order, W) if self.wide else None
+        self.word_chunks = None
+        space = StateSpace._presorted(states, self.names, self.packing, sorted_keys, words, self.seed)
+        itype = np.int32 if n < 2**31 else np.int64
+        src = np.empty(m, dtype=itype)
+        dst = np.empty(m, dtype=itype)
+        weight = np.empty(m)
+        at = 0
+        table = None
+        if m and self.universe is not None and self.universe <= max(32 * n, 1 << 22):
+            table = np.empty(int(self.universe), dtype=itype)
+            table[sorted_keys] = np.arange(n, dtype=itype)
+        order_i = order.astype(itype) if m else None
+        parts = list(zip(self.src_parts, self.weight_parts, self.tkey_parts))
+        self.src_parts = self.weight_parts = self.tkey_parts = None
+        parts.reverse()
+        while parts:  # fill the final arrays part by part, freeing each part as it is copied
+            s, w, k = parts.pop()
+            e = at + len(s)
+            src[at:e] = order_i[s]
+            dst[at:e] = table[k] if table is not None else np.searchsorted(sorted_keys, k)
+            weight[at:e] = w
+            at = e
+        extras = {}
+        for name, chunks in self.extra_parts.items():
+            arr = np.concatenate(chunks)
+            out = np.empty_like(arr)
+            out[order] = arr
+            extras[name] = out
+        return Explored(space, src, dst, weight, order, extras, self.rounds)
+
+
+def _search(init, expand, names, packing, seed, max_states, keep, what, meter) -> Explored:
+    return _Search(init, expand, names, packing, seed, max_states, keep, what, meter).run()
+
+
+def _check_unique_words(words, keys, unique_keys, first) -> None:
+    """Raise :class:`_Collision` when rows with the same hashed key have different words."""
+    inv = np.searchsorted(unique_keys, keys)
+    if not np.array_equal(words, words[first][inv]):
+        raise _Collision
 
 
 def explore(
@@ -499,13 +1097,14 @@ def explore(
     *,
     hi,
     lo=None,
-    max_states: int = 20_000_000,
+    max_states: int | None = 20_000_000,
 ) -> StateSpace:
     """Reachable states from ``initial`` by a vectorised breadth-first search.
 
     Each round applies every event to the whole frontier at once and keeps the new
     targets inside the box ``lo <= x <= hi`` (targets outside are the truncation,
-    accounted for later by :func:`build_ctmc`).
+    accounted for later by :func:`build_ctmc`). The search itself is
+    :func:`explore_transitions` (any box: wide ones get hashed keys).
 
     Parameters
     ----------
@@ -515,34 +1114,20 @@ def explore(
     names : sequence of str
     hi, lo : (d,) array_like of int
         The box that bounds the exploration (``lo`` defaults to 0).
-    max_states : int
-        Refuse to grow beyond this many states.
+    max_states : int, optional
+        Refuse to grow beyond this many states (None: only the memory budget).
     """
-    from .errors import TruncationError
+    from .statespace import Packing
 
     init = np.atleast_2d(np.asarray(initial, dtype=np.int64))
-    box = StateSpace(init, names, lo=np.zeros(init.shape[1], np.int64) if lo is None else lo, hi=hi)
-    seen = _KeySet(box.keys, universe=int(np.prod(box.radix.astype(float))))
-    frontier = box.states
-    chunks = [frontier]
-    while len(frontier):
-        new_rows = []
-        for _, rates, targets in _collect(box, frontier, events):
-            t = targets[rates > 0]
-            if len(t):
-                new_rows.append(t)
-        if not new_rows:
-            break
-        cand = np.concatenate(new_rows)
-        keys = box._raw_key(cand)
-        ok = keys >= 0
-        keys, cand = keys[ok], cand[ok]
-        keys, first = np.unique(keys, return_index=True)
-        fresh = ~seen.contains(keys)
-        frontier = cand[first[fresh]]
-        if len(frontier):
-            seen.add(keys[fresh])
-            chunks.append(frontier)
-            if seen.size > max_states:
-                raise TruncationError(f"state space exceeds max_states={max_states} during exploration")
-    return StateSpace(np.concatenate(chunks), names, lo=box.lo, hi=box.hi)
+    packing = Packing(np.zeros(init.shape[1], np.int64) if lo is None else lo, hi, names)
+
+    def expand(states, words):  # only the states are kept: no sources, no weights
+        rows = [targets[rates > 0] for _, rates, targets in _collect(None, states, events)]
+        t = np.concatenate(rows) if rows else np.zeros((0, states.shape[1]), np.int64)
+        inside, w = packing.inside_words(t)
+        if not inside.all():
+            t, w = t[inside], w[inside]
+        return [(None, None, w, t)], {}
+
+    return explore_transitions(init, expand, names, hi=hi, lo=lo, max_states=max_states, keep=False).space

@@ -18,6 +18,7 @@ __all__ = [
     "TruncationError",
     "ReducibleError",
     "QuerySyntaxError",
+    "PluginError",
     "NonFiniteError",
     "FileError",
     "ConvergenceWarning",
@@ -55,6 +56,10 @@ class TruncationError(ExactqError):
 
 class ReducibleError(ExactqError):
     """The Markov chain is not irreducible; the message names a state in each closed class."""
+
+
+class PluginError(ModelError):
+    """A plug-in model failed in its own code, or cannot be registered (its message names the plug-in)."""
 
 
 class QuerySyntaxError(ExactqError, SyntaxError):

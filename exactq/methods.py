@@ -291,7 +291,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
             measure_fn(measure, rep_final, other)).value)
     if certify:
         functional = getattr(model, functional_name(evaluate_name), None)
-        est = _certify(model, measure, rep_final, sol_final, est, functional, info)
+        est = _certify(model, measure, rep_final, sol_final, est, functional, info, progress=progress)
     return _result(label, est, sol_final, rep_final, info)
 
 
@@ -316,7 +316,7 @@ def functional_name(evaluate_name: str) -> str:
     return evaluate_name.replace("_measure", "") + "_functional"
 
 
-def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict) -> Estimate:
+def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict, progress=None) -> Estimate:
     """``lower``/``upper`` that provably contain the finite chain's exact value (``certify=True``)."""
     pair = functional(measure, rep) if callable(functional) else None
     if pair is None:
@@ -326,7 +326,7 @@ def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict) ->
         raise NotApplicableError("certify needs the final chain, which a budget stop released; rerun with a larger "
                                  "budget or a fixed truncation")
     f, g = pair
-    enclosure = certify_representation(rep, sol)
+    enclosure = certify_representation(rep, sol, progress=progress)
     lower, upper = (float(x) for x in enclosure.expectation(f, g))
     truncated = getattr(rep, "truncation", None)
     covers = "the finite chain with the float64 rates as built (rounding included)"

@@ -4,19 +4,30 @@ A model lists its parameters as :class:`Param` objects. ``Param.parse`` accepts
 either Python values or command-line strings (lists comma separated, ``inf``) and
 returns the canonical value, or raises :class:`~exactq.errors.ModelError` with
 one line naming the parameter, the rule and the value.
+
+A rate parameter states its **scope** (:data:`SCOPES`): ``total`` (the whole
+system's rate, all servers together) or ``per-server`` (one server's rate; for an
+arrival rate the system's total is the number of servers times it). ``exactq
+models`` prints the scope beside the rule, so ``arrival_rate`` of ``jsq`` (total)
+and of ``power-of-d`` (per server) cannot be confused. An :class:`Alias` is a
+second name for a parameter whose scope is in the name (``total_arrival_rate``,
+``arrival_rate_per_server``); it is converted to the parameter's own scope with
+the parameter's ``count`` (the number of servers), so the old names keep working
+unchanged and the new ones mean the same thing in every model.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .errors import ModelError
 
-__all__ = ["Param", "REQUIRED", "parse_params"]
+__all__ = ["Param", "Alias", "Count", "ARRIVAL_RATE_ALIASES", "REQUIRED", "SCOPES", "parse_params", "param_table",
+           "check_names"]
 
 
 class _Required:
@@ -27,6 +38,78 @@ class _Required:
 REQUIRED: Any = _Required()
 
 _KINDS = ("float", "int", "floats", "ints", "choice", "bool", "int_or_inf", "float_or_inf", "str")
+
+#: the scopes a rate parameter may declare, with the phrase ``exactq models`` prints
+SCOPES = {
+    "total": "total over all servers",
+    "per-server": "per server",
+}
+
+
+@dataclass(frozen=True)
+class Count:
+    """The number of servers, read from the other parameters (a Param's ``count``).
+
+    ``Count("servers")`` is the value of ``servers``, ``Count("service_rates",
+    "len")`` the length of that list, ``Count(how="one")`` a single server.
+    """
+
+    param: str = ""
+    how: str = "value"
+
+    def __post_init__(self):
+        if self.how not in ("value", "len", "one") or (self.how != "one") != bool(self.param):
+            raise ValueError(f"bad Count({self.param!r}, {self.how!r})")
+
+    @property
+    def doc(self) -> str:
+        return {"value": self.param, "len": f"len({self.param})", "one": "1"}[self.how]
+
+    def __call__(self, values: dict) -> float:
+        if self.how == "one":
+            return 1
+        v = values.get(self.param)
+        if v is None:
+            return None
+        return len(v) if self.how == "len" else v
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A second name of a parameter, whose scope is part of the name.
+
+    Parameters
+    ----------
+    name : str
+        The alias, e.g. ``total_arrival_rate``.
+    scope : str
+        The alias's own scope (a key of :data:`SCOPES`). When it differs from the
+        parameter's scope the value is converted with the parameter's ``count``:
+        a ``total`` alias of a ``per-server`` parameter is divided by the number of
+        servers, a ``per-server`` alias of a ``total`` parameter multiplied by it.
+    """
+
+    name: str
+    scope: str
+
+    def __post_init__(self):
+        if self.scope not in SCOPES:
+            raise ValueError(f"unknown scope {self.scope!r} of alias {self.name!r}; valid: {', '.join(SCOPES)}")
+
+    def describe(self, target: "Param") -> dict:
+        if self.scope == target.scope:
+            how = f"the same as {target.name}"
+        elif target.count_doc == "1":
+            how = f"the same as {target.name}, one server"
+        elif self.scope == "total":
+            how = f"{target.name} = {self.name} / {target.count_doc}"
+        else:
+            how = f"{target.name} = {target.count_doc} x {self.name}"
+        return {"name": self.name, "scope": self.scope, "doc": how}
+
+
+#: the two aliases of every model's arrival rate: the scope is in the name, the same in every model
+ARRIVAL_RATE_ALIASES = (Alias("total_arrival_rate", "total"), Alias("arrival_rate_per_server", "per-server"))
 
 
 @dataclass(frozen=True)
@@ -50,6 +133,21 @@ class Param:
         Allowed values for ``choice``.
     min_len : int
         Minimum list length for list kinds.
+    scope : str or None
+        For a rate: ``total`` or ``per-server`` (a key of :data:`SCOPES`), shown by
+        ``exactq models`` beside the rule; ``None`` for a parameter that is not a
+        rate of servers or of the system.
+    count : Count or callable or None
+        ``count(values) -> number of servers`` from the other parsed parameters
+        (``inf`` for a limit without a finite number, ``None`` when not given),
+        needed by an alias whose scope differs from ``scope``; it may raise
+        ``ModelError``. Usually a :class:`Count`.
+    count_doc : str
+        How the number of servers is read from the parameters, e.g. ``servers``
+        or ``len(service_rates)`` (in the listing and in messages); taken from a
+        :class:`Count` when not given.
+    aliases : tuple of Alias
+        Further names of this parameter (:class:`Alias`).
     """
 
     name: str
@@ -62,10 +160,26 @@ class Param:
     high_open: bool = False
     choices: tuple = ()
     min_len: int = 1
+    scope: str | None = None
+    count: Callable[[dict], float] | None = field(default=None, compare=False, repr=False)
+    count_doc: str = ""
+    aliases: tuple = ()
 
     def __post_init__(self):
         if self.kind not in _KINDS:
             raise ValueError(f"unknown parameter kind {self.kind!r}")
+        if not self.count_doc and isinstance(self.count, Count):
+            object.__setattr__(self, "count_doc", self.count.doc)
+        if self.scope is not None and self.scope not in SCOPES:
+            raise ValueError(f"unknown scope {self.scope!r} of parameter {self.name!r}; valid: {', '.join(SCOPES)}")
+        for a in self.aliases:
+            if not isinstance(a, Alias):
+                raise ValueError(f"aliases of parameter {self.name!r} must be Alias objects; got {a!r}")
+            if self.scope is None:
+                raise ValueError(f"parameter {self.name!r} has aliases but no scope")
+            if a.scope != self.scope and (self.count is None or not self.count_doc):
+                raise ValueError(f"alias {a.name!r} ({a.scope}) of {self.name!r} ({self.scope}) needs "
+                                 "the parameter's count and count_doc")
 
     # -- description -------------------------------------------------------
     @property
@@ -83,6 +197,16 @@ class Param:
             rule = f"a list of {self.min_len}+ values" + (f", each {rule}" if rule else "")
         return rule
 
+    @property
+    def scope_doc(self) -> str:
+        """The scope as ``exactq models`` prints it (``""`` without a scope)."""
+        if self.scope is None:
+            return ""
+        text = SCOPES[self.scope]
+        if self.scope == "per-server" and self.count_doc and self.count_doc != "1":
+            text += f", the total is {self.count_doc} x {self.name}"
+        return text
+
     def describe(self) -> dict:
         return {
             "name": self.name,
@@ -91,6 +215,9 @@ class Param:
             "required": self.default is REQUIRED,
             "default": None if self.default is REQUIRED else _jsonable(self.default),
             "rule": self.rule,
+            "scope": self.scope,
+            "scope_doc": self.scope_doc,
+            "aliases": [a.describe(self) for a in self.aliases],
         }
 
     # -- parsing -----------------------------------------------------------
@@ -196,28 +323,103 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-def parse_params(model_name: str, params: Sequence[Param], raw: dict) -> dict:
+def param_table(params: Sequence[Param]) -> dict:
+    """``{name: Param}`` of the declared parameters and of their aliases.
+
+    An alias maps to a copy of its parameter under the alias's name (same kind and
+    rule), which is what a caller needs to parse a value given under that name
+    (e.g. a sweep's axis ``--over total_arrival_rate=...``).
+    """
+    out = {p.name: p for p in params}
+    for p in params:
+        for a in p.aliases:
+            out[a.name] = replace(p, name=a.name, scope=a.scope, aliases=())
+    return out
+
+
+def check_names(params: Sequence[Param], names) -> None:
+    """Refuse a parameter given under more than one of its names (``ModelError``)."""
+    names = set(names)
+    for p in params:
+        given = [n for n in (p.name, *(a.name for a in p.aliases)) if n in names]
+        if len(given) > 1:
+            raise ModelError(f"give {p.name} under one name only; got {' and '.join(given)}")
+
+
+def parse_params(model_name: str, params: Sequence[Param], raw: dict, *, known: dict | None = None) -> dict:
     """Parse a raw ``{name: value}`` mapping against declared parameters.
 
-    Unknown names and missing required parameters raise ``ModelError``.
+    Unknown names and missing required parameters raise ``ModelError``. A value
+    given under an :class:`Alias` is parsed by its parameter's rule (the message
+    names the alias) and converted to the parameter's scope; ``known`` are values
+    the caller parses itself, visible to the parameters' ``count``.
+
+    Examples
+    --------
+    Two servers, one of them an alias whose total is split over them:
+
+    >>> p = Param("arrival_rate", "float", "arrival rate per server", low=0.0, low_open=True,
+    ...           scope="per-server", count=Count("servers"), aliases=(Alias("total_arrival_rate", "total"),))
+    >>> n = Param("servers", "int", "number of servers", low=1)
+    >>> parse_params("m", (n, p), {"servers": "4", "total_arrival_rate": "3"})
+    {'servers': 4, 'arrival_rate': 0.75}
+    >>> parse_params("m", (n, p), {"servers": 4, "arrival_rate": 0.75})
+    {'servers': 4, 'arrival_rate': 0.75}
     """
-    known = {p.name: p for p in params}
-    unknown = [k for k in raw if k not in known]
+    known_names = {p.name: p for p in params}
+    alias_of = {a.name: (p, a) for p in params for a in p.aliases}
+    if len(alias_of) != sum(len(p.aliases) for p in params) or set(alias_of) & set(known_names):
+        raise ValueError(f"model {model_name}: an alias repeats a parameter's name or another alias")
+    unknown = [k for k in raw if k not in known_names and k not in alias_of]
     if unknown:
+        also = f"; also {', '.join(alias_of)}" if alias_of else ""
         raise ModelError(
             f"unknown parameter {unknown[0]!r} for model {model_name}; "
-            f"valid: {', '.join(known) or '(none)'}"
+            f"valid: {', '.join(known_names) or '(none)'}{also}"
         )
+    check_names(params, [k for k, v in raw.items() if v is not None])
+    via = {alias_of[k][0].name: k for k, v in raw.items() if k in alias_of and v is not None}
     out = {}
     for p in params:
+        if p.name in via:
+            out[p.name] = None  # converted below, once the values that count the servers are parsed
+            continue
         if p.name in raw and raw[p.name] is not None:
             out[p.name] = p.parse(raw[p.name])
         elif p.default is REQUIRED:
             rule = f" ({p.rule})" if p.rule else ""
-            raise ModelError(f"missing required parameter {p.name} for model {model_name}: {p.doc}{rule}")
+            alt = f" (or give {' or '.join(a.name for a in p.aliases)})" if p.aliases else ""
+            raise ModelError(f"missing required parameter {p.name} for model {model_name}: {p.doc}{rule}{alt}")
         else:
             out[p.name] = p.default
+    for p in params:
+        if p.name in via:
+            name = via[p.name]
+            out[p.name] = _from_alias(p, alias_of[name][1], raw[name], {**out, **(known or {})})
     return out
+
+
+def _from_alias(p: Param, alias: Alias, raw: Any, values: dict) -> Any:
+    """The value of ``p`` given as ``alias=raw``: parsed by ``p``'s rule, converted to ``p``'s scope."""
+    value = replace(p, name=alias.name, aliases=()).parse(raw)
+    if alias.scope == p.scope:
+        return value
+    n = p.count(values)
+    if n is None or not math.isfinite(n):
+        raise ModelError(f"{alias.name} needs a finite number of servers ({p.count_doc} = {_fmt_count(n)}); "
+                         f"give {p.name} ({SCOPES[p.scope]}) instead")
+    converted = value / n if alias.scope == "total" else value * n
+    try:
+        return p.parse(converted)
+    except ModelError as e:
+        raise ModelError(f"{alias.name}={raw!r} gives {p.name} = {converted!r} with {p.count_doc} = "
+                         f"{_fmt_count(n)}: {e}") from None
+
+
+def _fmt_count(n: Any) -> str:
+    if n is None:
+        return "not given"
+    return "inf" if isinstance(n, float) and math.isinf(n) else str(n)
 
 
 Validator = Callable[[dict], None]

@@ -6,7 +6,9 @@ to state indices with one vectorised call (no Python loop over states):
 
 :class:`StateSpace`
     Any set of vectors inside a bounding box, kept sorted by a mixed-radix key; for a
-    full box the key *is* the index, otherwise ``np.searchsorted`` on the keys.
+    full box the key *is* the index, otherwise ``np.searchsorted`` on the keys. A
+    box of more than 2^61 points packs each state into several words
+    (:class:`Packing`) and keys it by a hash of the words, checked against the words.
 :class:`SortedSpace`
     Multisets of queue lengths: the states of a chain lumped by the symmetry of
     identical servers. Within each class of servers the entries are kept sorted
@@ -30,7 +32,7 @@ import numpy as np
 
 from .errors import ModelError, NotApplicableError
 
-__all__ = ["Space", "StateSpace", "SortedSpace", "colex_rank", "binomial_table", "RANK_LIMIT"]
+__all__ = ["Space", "StateSpace", "SortedSpace", "Packing", "hash_words", "colex_rank", "binomial_table", "RANK_LIMIT"]
 
 _MAX_KEY = np.iinfo(np.int64).max // 4
 #: ranks and mixed-radix indices stay below this (so that sums of them cannot overflow int64)
@@ -81,6 +83,19 @@ class StateSpace(Space):
         One name per column (the variables of state expressions).
     lo, hi : (d,) array_like of int, optional
         The bounding box used for keys (defaults: the column minima and maxima).
+    seed : int
+        The first hash seed tried for a wide box (see below).
+
+    Notes
+    -----
+    The key of a state is its mixed-radix index in the box (:class:`Packing`) when
+    the box has at most 2^61 points: exact, and ``index`` is one matrix-vector
+    product and a ``searchsorted`` (nothing at all for a full box). A wider box
+    (many variables, as in leader-election or crowds models) packs each state into
+    several such words, and the key is a 64-bit hash of the words
+    (:func:`hash_words`); the sorted words are kept beside the keys, so that
+    ``index`` compares them on every match and stays exact, and a collision between
+    two states at construction re-seeds the hash (``wide`` and ``seed`` say which).
 
     Examples
     --------
@@ -89,7 +104,7 @@ class StateSpace(Space):
     (5, 9)
     """
 
-    def __init__(self, states, names: Sequence[str], *, lo=None, hi=None):
+    def __init__(self, states, names: Sequence[str], *, lo=None, hi=None, seed: int = 0):
         states = np.asarray(states, dtype=np.int64)
         if states.ndim == 1:
             states = states[:, None]
@@ -100,24 +115,68 @@ class StateSpace(Space):
             raise ValueError("a state space needs at least one state")
         self.lo = np.asarray(states.min(0) if lo is None else lo, dtype=np.int64)
         self.hi = np.asarray(states.max(0) if hi is None else hi, dtype=np.int64)
-        radix = self.hi - self.lo + 1
-        if np.prod(radix.astype(float)) > _MAX_KEY:
-            raise NotApplicableError(
-                f"state space bounding box {radix.tolist()} is too large for 64-bit keys"
-            )
-        self.radix = radix
-        self.strides = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
-        keys = self._raw_key(states)
-        if np.any(keys < 0):
-            raise ValueError("states outside the given bounding box")
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        keep = np.ones(len(keys), dtype=bool)
-        keep[1:] = keys[1:] != keys[:-1]
-        self.keys = keys[keep]
-        self.states = states[order][keep]
+        self.packing = Packing(self.lo, self.hi, self.names)
+        self.radix = self.hi - self.lo + 1
+        self.wide = self.packing.n_words > 1
+        if not self.wide:
+            self.strides = self.packing.strides
+            keys = self._raw_key(states)
+            if np.any(keys < 0):
+                raise ValueError("states outside the given bounding box")
+            order = np.argsort(keys)  # equal keys are equal rows: any order among them
+            keys = keys[order]
+            keep = np.ones(len(keys), dtype=bool)
+            keep[1:] = keys[1:] != keys[:-1]
+            self.keys = keys[keep]
+            self.states = states[order][keep]
+            self.is_box = len(self.keys) == int(np.prod(self.radix))
+            self.seed = seed
+        else:
+            if not np.all(self.packing.inside(states)):
+                raise ValueError("states outside the given bounding box")
+            self._set_wide(states, self.packing.words(states), seed)
+            self.is_box = False  # a box wider than 2^61 states is never held in memory
         self.states.flags.writeable = False
-        self.is_box = len(self.keys) == int(np.prod(radix))
+
+    def _set_wide(self, states, words, seed: int) -> None:
+        """Sort by the hashed key, drop duplicate states, re-seed on a hash collision."""
+        for attempt in range(_MAX_RESEEDS):
+            keys = hash_words(words, seed + attempt)
+            order = np.argsort(keys)
+            keys, w = keys[order], words[order]
+            same = keys[1:] == keys[:-1]
+            dup = np.zeros(len(keys), dtype=bool)
+            if same.any():
+                equal = np.all(w[1:] == w[:-1], axis=1)
+                if np.any(same & ~equal):
+                    continue  # two different states share a key: try the next seed
+                dup[1:] = same
+            keep = ~dup
+            self.keys, self._words, self.seed = keys[keep], w[keep], seed + attempt
+            self.states = states[order][keep]
+            return
+        raise NotApplicableError(f"state keys collided under {_MAX_RESEEDS} hash seeds; report this as a bug")
+
+    @classmethod
+    def _presorted(cls, states, names, packing: "Packing", keys, words, seed: int) -> "StateSpace":
+        """A space from distinct states already sorted by key (what an exploration found)."""
+        self = cls.__new__(cls)
+        self.names = tuple(names)
+        self.packing = packing
+        self.lo, self.hi = packing.lo, packing.hi
+        self.radix = self.hi - self.lo + 1
+        self.wide = packing.n_words > 1
+        self.keys = keys
+        self.states = states
+        self.seed = seed
+        if self.wide:
+            self._words = words
+            self.is_box = False
+        else:
+            self.strides = packing.strides
+            self.is_box = len(keys) == int(np.prod(self.radix))
+        self.states.flags.writeable = False
+        return self
 
     @classmethod
     def box(cls, names: Sequence[str], hi, lo=None) -> "StateSpace":
@@ -128,21 +187,191 @@ class StateSpace(Space):
         return cls(grids, names, lo=lo, hi=hi)
 
     def _raw_key(self, rows: np.ndarray) -> np.ndarray:
-        """Mixed-radix key of each row; -1 where the row is outside the box."""
+        """Mixed-radix key of each row; -1 where the row is outside the box (single-word keys only)."""
         off = rows - self.lo
         inside = np.all((off >= 0) & (off < self.radix), axis=1)
         key = off @ self.strides
         return np.where(inside, key, -1)
 
+    def key(self, rows) -> np.ndarray:
+        """The key of each row (the mixed-radix key, or the hash of the words of a wide box).
+
+        Rows outside the box get -1 with single-word keys; with a wide box, their
+        key is meaningless (check :meth:`Packing.inside`).
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        if not self.wide:
+            return self._raw_key(rows)
+        return hash_words(self.packing.words(rows), self.seed)
+
     def index(self, rows) -> np.ndarray:
         """Index of each row in the space, ``-1`` where the row is not a state."""
         rows = np.asarray(rows, dtype=np.int64)
+        if self.wide:
+            if rows.ndim == 1:
+                rows = rows[None, :]
+            return self.index_words(self.packing.words(rows), inside=self.packing.inside(rows))
         key = self._raw_key(rows)
         if self.is_box:
             return key
         pos = np.searchsorted(self.keys, key)
         pos = np.minimum(pos, len(self.keys) - 1)
         return np.where((key >= 0) & (self.keys[pos] == key), pos, -1)
+
+    def index_words(self, words: np.ndarray, *, inside=None) -> np.ndarray:
+        """Index of each packed row (``packing.words``), ``-1`` where it is not a state."""
+        words = np.asarray(words, dtype=np.int64)
+        if not self.wide:
+            key = words[:, 0]
+            ok = (key >= 0) if inside is None else inside
+            if self.is_box:
+                return np.where(ok, key, -1)
+            pos = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+            return np.where(ok & (self.keys[pos] == key), pos, -1)
+        key = hash_words(words, self.seed)
+        pos = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+        ok = (self.keys[pos] == key) & np.all(self._words[pos] == words, axis=1)
+        if inside is not None:
+            ok &= inside
+        return np.where(ok, pos, -1)
+
+
+# ------------------------------------------------------------------ packed keys
+#: tries of a new hash seed before a collision of wide keys is reported
+_MAX_RESEEDS = 8
+_M1, _M2, _GOLDEN = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser (a bijection of 64-bit words), in place on a uint64 array."""
+    x ^= x >> np.uint64(30)
+    x *= _M1
+    x ^= x >> np.uint64(27)
+    x *= _M2
+    x ^= x >> np.uint64(31)
+    return x
+
+
+def hash_words(words: np.ndarray, seed: int = 0) -> np.ndarray:
+    """A 64-bit key (int64) of each row of packed words.
+
+    ``h = mix(... mix(mix(s ^ w_0) ^ w_1) ...)`` with ``mix`` the finaliser of
+    splitmix64 (Steele, Lea & Flood, "Fast splittable pseudorandom number
+    generators", OOPSLA 2014; the constants of Vigna's ``splitmix64.c``) and ``s``
+    derived from ``seed``. Different rows may share a key; every user of these keys
+    compares the words on a match and changes the seed on a collision.
+
+    Examples
+    --------
+    >>> w = np.array([[1, 2], [2, 1], [1, 2]])
+    >>> k = hash_words(w)
+    >>> bool(k[0] == k[2]), bool(k[0] == k[1])
+    (True, False)
+    """
+    words = np.asarray(words, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        h = np.full(len(words), (np.uint64(seed) + np.uint64(1)) * _GOLDEN, dtype=np.uint64)
+        for j in range(words.shape[1]):  # loop over words (2-4), not states
+            h ^= words[:, j].view(np.uint64)
+            _mix(h)
+    return h.view(np.int64)
+
+
+class Packing:
+    """Integer vectors of a box packed into mixed-radix words of at most 2^61 values.
+
+    The columns are grouped, in order, into as few words as keep each word's
+    product of ranges ``hi - lo + 1`` below 2^61; within a word the last column
+    varies fastest. One word is the exact key of a state (what :class:`StateSpace`
+    sorts by); several words are hashed into one 64-bit key (:func:`hash_words`),
+    with the words kept to resolve collisions.
+
+    Attributes
+    ----------
+    n_words : int
+    word_of : (d,) ndarray of int
+        The word that holds each column.
+    strides : (d,) ndarray of int64
+        The column's multiplier within its word: a change ``dx`` of column ``j``
+        changes word ``word_of[j]`` by ``strides[j] * dx``.
+
+    Examples
+    --------
+    >>> p = Packing([0, 0, 0], [2**40, 2**40, 3])
+    >>> p.n_words, p.word_of.tolist()
+    (2, [0, 1, 1])
+    >>> w = p.words(np.array([[5, 7, 2]]))
+    >>> p.decode(w).tolist()
+    [[5, 7, 2]]
+    """
+
+    def __init__(self, lo, hi, names: Sequence[str] | None = None):
+        self.lo = np.asarray(lo, dtype=np.int64)
+        self.hi = np.asarray(hi, dtype=np.int64)
+        d = len(self.lo)
+        radix = [int(h) - int(l) + 1 for l, h in zip(self.lo.tolist(), self.hi.tolist())]
+        self.radix = np.asarray(radix, dtype=np.int64) if d else np.zeros(0, np.int64)
+        word_of = np.zeros(d, dtype=np.int64)
+        strides = np.ones(d, dtype=np.int64)
+        w, prod = 0, 1
+        ends = []
+        for j, r in enumerate(radix):
+            if r > _MAX_KEY:
+                name = names[j] if names is not None else f"column {j}"
+                raise NotApplicableError(f"variable {name!r} has {r} values, more than a state key holds (2^61)")
+            if prod * r > _MAX_KEY:
+                ends.append(j)
+                w, prod = w + 1, 1
+            word_of[j] = w
+            prod *= r
+        ends.append(d)
+        start = 0
+        for end in ends:  # strides within each word: the last column fastest
+            acc = 1
+            for j in range(end - 1, start - 1, -1):
+                strides[j] = acc
+                acc *= radix[j]
+            start = end
+        self.n_words = max(1, len(ends))
+        self.word_of = word_of
+        self.strides = strides
+        self._groups = [np.flatnonzero(word_of == k) for k in range(self.n_words)]
+
+    def inside(self, rows: np.ndarray) -> np.ndarray:
+        """Whether each row lies in the box."""
+        return np.all((rows >= self.lo) & (rows <= self.hi), axis=1)
+
+    def inside_words(self, rows: np.ndarray):
+        """``(inside, words)``: whether each row lies in the box, and the words (meaningful where it does)."""
+        off = np.asarray(rows, dtype=np.int64) - self.lo
+        inside = np.all(off.view(np.uint64) < self.radix.view(np.uint64), axis=1)  # negative offsets wrap to huge
+        if self.n_words == 1:
+            return inside, (off @ self.strides)[:, None]
+        out = np.empty((len(off), self.n_words), dtype=np.int64)
+        for k, cols in enumerate(self._groups):  # loop over words
+            out[:, k] = off[:, cols] @ self.strides[cols]
+        return inside, out
+
+    def words(self, rows: np.ndarray) -> np.ndarray:
+        """The ``(n, n_words)`` packed words of rows inside the box."""
+        rows = np.asarray(rows, dtype=np.int64)
+        off = rows - self.lo
+        if self.n_words == 1:
+            return (off @ self.strides)[:, None]
+        out = np.empty((len(rows), self.n_words), dtype=np.int64)
+        for k, cols in enumerate(self._groups):  # loop over words
+            out[:, k] = off[:, cols] @ self.strides[cols]
+        return out
+
+    def decode(self, words: np.ndarray) -> np.ndarray:
+        """The rows of packed words (the inverse of :meth:`words`)."""
+        words = np.asarray(words, dtype=np.int64)
+        d = len(self.lo)
+        out = np.empty((len(words), d), dtype=np.int64)
+        for j in range(d):  # loop over columns
+            out[:, j] = (words[:, self.word_of[j]] // self.strides[j]) % self.radix[j]
+        out += self.lo
+        return out
 
 
 # ------------------------------------------------------------------ sorted vectors

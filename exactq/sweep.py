@@ -68,6 +68,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .budget import as_size, require_memory
 from .errors import ExactqError, FileError, ModelError, NotApplicableError, file_error
 from .options import CONTROLS, check_tol, check_workers
+from .params import check_names, param_table
 
 __all__ = ["sweep", "parse_spec", "read_table", "write_table", "Study", "run_point", "run_batch", "TABLE_COLUMNS"]
 
@@ -282,7 +283,7 @@ class Study:
                              f"got {type(model).__name__}")
         self.model = model
         self.cls = get_model(model)
-        params = {p.name: p for p in self.cls.parameters}
+        params = param_table(self.cls.parameters)  # the declared names and their aliases (total_arrival_rate)
         items = list(over.items()) if isinstance(over, dict) else list(over or ())
         if not items:
             raise ModelError("sweep needs at least one swept parameter (--over NAME=SPEC)")
@@ -311,6 +312,7 @@ class Study:
         for name in fixed:
             if name not in params:
                 raise ModelError(f"unknown parameter {name!r} for model {model}; valid: {', '.join(params)}")
+        check_names(self.cls.parameters, [*seen, *fixed])  # not arrival_rate and total_arrival_rate together
         self.fixed = {k: _cell(v, params[k].kind) for k, v in fixed.items()}
         measures = dict(self.axes).get("measure", [measure if measure is not None else self.cls.default_measure])
         for m in measures:
@@ -984,21 +986,34 @@ def sweep(
         writer = TableWriter(out, study.columns, [kept[k] for k in grid_keys if k in kept] + foreign)
     results: dict[int, dict] = {}
     t0 = time.perf_counter()
-    counts = {"done": 0, "failed": 0}
+    counts = {"done": 0, "failed": 0, "weight_done": 0.0}
+    weights = None
+    if progress is not None and tasks:  # the ETA weighs the points by their predicted cost
+        from .backends import task_weights
+
+        weights = task_weights(tasks)
+    weight_of = weights or [1.0] * len(tasks)
+    position = {i: j for j, i in enumerate(todo)}
+
+    def report(rows: list[dict]) -> None:
+        if progress is not None:
+            progress({"done": counts["done"], "total": len(todo), "failed": counts["failed"],
+                      "skipped": len(kept), "elapsed": time.perf_counter() - t0, "rows": rows,
+                      "weight_done": counts["weight_done"], "weight_total": float(sum(weight_of))})
 
     def finished(indices: list[int], rows: list[dict]) -> None:
         for i, row in zip(indices, rows):
             results[i] = row
+            counts["weight_done"] += weight_of[position[i]]
         counts["done"] += len(rows)
         counts["failed"] += sum(r["status"] != "ok" for r in rows)
         if writer is not None:
             writer.add(rows)
-        if progress is not None:
-            progress({"done": counts["done"], "total": len(todo), "failed": counts["failed"],
-                      "skipped": len(kept), "elapsed": time.perf_counter() - t0, "rows": rows})
+        report(rows)
 
+    report([])  # the bar shows at once, before the first batch ends
     try:
-        run_tasks(tasks, backend=backend, scheduler=scheduler, workers=workers,
+        run_tasks(tasks, backend=backend, scheduler=scheduler, workers=workers, weights=weights,
                   on_done=lambda idx, rows: finished([todo[j] for j in idx], rows))
     finally:
         if writer is not None:

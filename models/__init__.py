@@ -1,12 +1,9 @@
 """Model families of exactq, installed as ``exactq.models``.
 
-Importing the package imports every module in it, which registers the models (and
-their reproductions) in the catalogue: adding a model is adding one module here.
-Models check at registration that the methods they offer exist, so the catalogue
-loads the solvers first (models never import solvers themselves).
+Each module registers its models (and their reproductions) in the catalogue when it
+is imported: adding a model is adding one module here (and regenerating the index,
+``python -m exactq.catalogue_index``). Importing this package imports none of them:
+the catalogue imports a model's module when the model is named
+(:func:`exactq.catalogue.get_model`), and every module when asked
+(:func:`exactq.catalogue.load_all`). Models never import solvers themselves.
 """
-
-from exactq.catalogue import import_all as _import_all, load_solvers as _load_solvers
-
-_load_solvers()
-_import_all(__name__, __path__)

@@ -54,8 +54,6 @@ import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.sparse.csgraph import connected_components
-from scipy.stats import binom
 
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_dtmc
@@ -98,6 +96,8 @@ def decoding_probability(codeword_bits: int, erasure_prob: float, bits: int) -> 
     """
     if bits <= 0:
         return 1.0
+    from scipy.stats import binom  # here: scipy.stats takes 0.5 s to import
+
     return float(binom.sf(bits - 1, codeword_bits, 1.0 - erasure_prob))
 
 
@@ -251,6 +251,8 @@ class AgeOfInformation(Model):
             if bad.size:
                 raise ModelError(f"source_matrix rows must sum to 1 (a stochastic matrix); row {bad[0]} sums to "
                                  f"{rows[bad[0]]:.12g}")
+            from scipy.sparse.csgraph import connected_components
+
             n_classes, labels = connected_components(P > 0, directed=True, connection="strong")
             if n_classes > 1:
                 raise ModelError(f"source_matrix must be irreducible (one communicating class); states "

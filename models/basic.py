@@ -17,12 +17,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc, explore
 from exactq.errors import ModelError, UnstableError
-from exactq.params import Param
+from exactq.params import ARRIVAL_RATE_ALIASES, Count, Param
 from exactq.representations import QBD
 from exactq.statespace import StateSpace
 from exactq.truncation import Truncation
@@ -57,6 +56,8 @@ class _BirthDeath(Model):
         c = self._servers
         a = self.arrival_rate / self.service_rate
         # log p_n = n log a - log(min(n, c)!) - (n - c)^+ log c
+        from scipy.special import gammaln  # here, not at import (0.1 s; only the M/M/c laws need it)
+
         logp = n * math.log(a) - gammaln(np.minimum(n, c) + 1) - np.maximum(n - c, 0) * math.log(c)
         p = np.exp(logp - logp.max())
         return p / p.sum()
@@ -217,8 +218,9 @@ class MM1(_BirthDeath):
     summary = "M/M/1: Poisson arrivals, one exponential server, infinite buffer"
     reference = "Kleinrock (1975), Queueing Systems I, sec. 3.2"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate lambda (total)", **_RATE),
-        Param("service_rate", "float", "service rate mu", default=1.0, **_RATE),
+        Param("arrival_rate", "float", "Poisson arrival rate lambda (total)", **_RATE, scope="total",
+              count=Count(how="one"), aliases=ARRIVAL_RATE_ALIASES),
+        Param("service_rate", "float", "service rate mu", default=1.0, **_RATE, scope="per-server"),
     )
     measures = dict(_MEASURES)
     methods = ("closed-form", "ctmc", "qbd")
@@ -241,9 +243,10 @@ class MMc(_BirthDeath):
     summary = "M/M/c: c identical exponential servers, one FCFS queue (Erlang C)"
     reference = "Kleinrock (1975), Queueing Systems I, sec. 3.5"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate lambda (total, to the one queue)", **_RATE),
+        Param("arrival_rate", "float", "Poisson arrival rate lambda (total, to the one queue)", **_RATE,
+              scope="total", count=Count("servers"), aliases=ARRIVAL_RATE_ALIASES),
         Param("servers", "int", "number of servers c", low=1),
-        Param("service_rate", "float", "service rate of each server", default=1.0, **_RATE),
+        Param("service_rate", "float", "service rate of each server", default=1.0, **_RATE, scope="per-server"),
     )
     measures = dict(_MEASURES)
     methods = ("closed-form", "ctmc", "qbd")
@@ -269,10 +272,11 @@ class MMcK(_BirthDeath):
     summary = "M/M/c/K: c exponential servers, room for K jobs in total; arrivals finding K are lost"
     reference = "Kleinrock (1975), Queueing Systems I, sec. 3.6-3.7"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate lambda (total, offered)", **_RATE),
+        Param("arrival_rate", "float", "Poisson arrival rate lambda (total, offered)", **_RATE, scope="total",
+              count=Count("servers"), aliases=ARRIVAL_RATE_ALIASES),
         Param("servers", "int", "number of servers c", low=1),
         Param("capacity", "int", "maximum number in system K (>= servers)", low=1),
-        Param("service_rate", "float", "service rate of each server", default=1.0, **_RATE),
+        Param("service_rate", "float", "service rate of each server", default=1.0, **_RATE, scope="per-server"),
     )
     measures = dict(_MEASURES, blocking_probability="probability an arrival is lost (PASTA)")
     arrival_rate: float
@@ -375,7 +379,8 @@ class MPH1(Model):
     summary = "M/PH/1: Poisson arrivals, one FCFS server with phase-type service given by its mean and scv"
     reference = "Neuts (1981), ch. 3; Kleinrock (1975), Queueing Systems I, sec. 5.6 (Pollaczek-Khinchine)"
     parameters = (
-        Param("arrival_rate", "float", "Poisson arrival rate lambda (total)", **_RATE),
+        Param("arrival_rate", "float", "Poisson arrival rate lambda (total)", **_RATE, scope="total",
+              count=Count(how="one"), aliases=ARRIVAL_RATE_ALIASES),
         Param("mean_service_time", "float", "mean service time E[S]", default=1.0, **_RATE),
         Param("scv", "float", "squared coefficient of variation of the service time: 1/k gives Erlang-k, "
               "between two such a mixture of Erlang-(k-1) and Erlang-k, 1 exponential, > 1 a balanced-means "

@@ -46,7 +46,7 @@ import numpy as np
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, UnstableError
-from exactq.params import Param
+from exactq.params import ARRIVAL_RATE_ALIASES, Count, Param
 from exactq.representations import QBD, Bracket, QuarterPlaneWalk
 from exactq.result import Estimate
 from exactq.statespace import SortedSpace, StateSpace
@@ -312,8 +312,9 @@ class JSQ(Model):
     reference = "Adan, Wessels & Zijm, Stochastic Models 6(4) 1990; Queueing Systems 8 1991"
     parameters = (
         Param("arrival_rate", "float", "Poisson arrival rate, total over all servers (not per server)", low=0.0,
-              low_open=True),
-        Param("service_rates", "floats", "service rate of each server", low=0.0, low_open=True, min_len=2),
+              low_open=True, scope="total", count=Count("service_rates", "len"), aliases=ARRIVAL_RATE_ALIASES),
+        Param("service_rates", "floats", "service rate of each server", low=0.0, low_open=True, min_len=2,
+              scope="per-server"),
         Param("ties", "choice", "how ties between shortest queues are broken", default="random",
               choices=("random", "fastest")),
         Param("capacity", "int_or_inf", "maximum jobs per queue (arrivals finding all full are lost)",

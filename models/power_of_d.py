@@ -98,7 +98,7 @@ import numpy as np
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import CTMC, Event, build_ctmc
 from exactq.errors import AccuracyWarning, ModelError, NotApplicableError, UnstableError
-from exactq.params import Param
+from exactq.params import ARRIVAL_RATE_ALIASES, Count, Param
 from exactq.representations import FixedPoint, Population
 from exactq.result import Estimate, Result
 from exactq.statespace import SortedSpace
@@ -225,7 +225,8 @@ class PowerOfD(Model):
         Param("servers", "int_or_inf", "number of servers n (inf: the mean-field limit)", low=1),
         Param("d", "int", "servers sampled per arrival", default=2, low=1),
         Param("arrival_rate", "float", "arrival rate per server lambda (the total arrival rate is n*lambda); "
-              "optional for stability_limit", default=None, low=0.0, low_open=True),
+              "optional for stability_limit", default=None, low=0.0, low_open=True, scope="per-server",
+              count=Count("servers"), aliases=ARRIVAL_RATE_ALIASES),
         Param("sampling", "choice", "sampling of the d servers", default="without", choices=("without", "with")),
         Param("error", "choice", "load-comparison errors", default="none",
               choices=("none", "independent", "dependent")),

@@ -94,13 +94,14 @@ class PSRouting(Model):
                "optimal, selfish (Wardrop) and K-dispatcher routing, price of anarchy")
     reference = "Altman, Ayesta & Prabhu, Telecommunication Systems 47 (2011); Ayesta, Brun & Prabhu, Perf. Eval. 68 (2011)"
     parameters = (
-        Param("service_rates", "floats", "server capacities mu_i (work per unit time)", **_POSITIVE),
+        Param("service_rates", "floats", "server capacities mu_i (work per unit time)", **_POSITIVE,
+              scope="per-server"),
         Param("holding_costs", "floats", "holding cost c_i per job per unit time at server i (default 1 each)",
               default=None, **_POSITIVE),
         Param("work_rate", "float", "TOTAL work rate rho = sum lambda_k E[B_k] over all servers (or give "
-              "arrival_rates)", default=None, **_POSITIVE),
+              "arrival_rates)", default=None, **_POSITIVE, scope="total"),
         Param("arrival_rates", "floats", "Poisson rate lambda_k of each job CLASS, in total (not per server; "
-              "instead of work_rate)", default=None, **_POSITIVE),
+              "instead of work_rate)", default=None, **_POSITIVE, scope="total"),
         Param("mean_sizes", "floats", "mean job sizes E[B_k] of the classes (default 1 each)",
               default=None, **_POSITIVE),
         Param("dispatchers", "int", "number K of symmetric selfish dispatchers (for the *_atomic measures)",

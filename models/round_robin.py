@@ -53,7 +53,7 @@ from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc, explore
 from exactq.errors import ModelError, NotApplicableError, UnstableError
 from exactq.methods import boundary_evaluation
-from exactq.params import Param
+from exactq.params import ARRIVAL_RATE_ALIASES, Count, Param
 from exactq.representations import QBD
 from exactq.representations.qbd import RenewalQueue
 from exactq.result import Result
@@ -160,16 +160,18 @@ class RoundRobin(Model):
     parameters = (
         Param("servers", "int", "number n of processors", low=1, high=64),
         Param("arrival_rate", "float", "total Poisson arrival rate Lambda (all streams together; Lambda / n per "
-              "processor)", low=0.0, low_open=True),
+              "processor)", low=0.0, low_open=True, scope="total", count=Count("servers"),
+              aliases=ARRIVAL_RATE_ALIASES),
         Param("service_rate", "float", "service rate mu of each processor (mean service time 1 / mu)", default=1.0,
-              low=0.0, low_open=True),
+              low=0.0, low_open=True, scope="per-server"),
         Param("policy", "choice", "routing: each dispatcher's pointer cycles over the processors, or uniform",
               default="round-robin", choices=("round-robin", "random")),
         Param("dispatch", "choice", "one dispatcher for the total stream, or one stream of rate Lambda / n per "
               "processor with its own dispatcher", default="central", choices=("central", "distributed")),
-        Param("failure_rate", "float", "rate of failures of an up processor (0: reliable)", default=0.0, low=0.0),
+        Param("failure_rate", "float", "rate of failures of an up processor (0: reliable)", default=0.0, low=0.0,
+              scope="per-server"),
         Param("repair_rate", "float", "rate of repairs of a down processor (needed when failure_rate > 0)",
-              default=None, low=0.0, low_open=True),
+              default=None, low=0.0, low_open=True, scope="per-server"),
         Param("phases", "int", "Erlang phases of the service time (1: exponential)", default=None, low=1, high=50),
         Param("scv", "float", "squared coefficient of variation of the service time (phase-type fit; instead of "
               "phases)", default=None, low=0.01),

@@ -37,7 +37,7 @@ import numpy as np
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import ModelError, NotApplicableError, UnstableError
-from exactq.params import Param
+from exactq.params import ARRIVAL_RATE_ALIASES, Count, Param
 from exactq.representations import QBD, QuarterPlaneWalk
 from exactq.result import Estimate
 from exactq.statespace import StateSpace
@@ -89,9 +89,9 @@ class SED(Model):
     reference = "Adan & Wessels, Queueing Systems 23 (1996); Selen et al., Queueing Systems 84 (2016)"
     parameters = (
         Param("arrival_rate", "float", "Poisson arrival rate, total over all servers (not per server)", low=0.0,
-              low_open=True),
+              low_open=True, scope="total", count=Count("service_rates", "len"), aliases=ARRIVAL_RATE_ALIASES),
         Param("service_rates", "floats", "mean service rate mu_i of each server", low=0.0, low_open=True,
-              min_len=2),
+              min_len=2, scope="per-server"),
         Param("phases", "int", "Erlang phases r of every service time (1 = exponential)", default=1,
               low=1, high=50),
         Param("ties", "choice", "how equal expected delays are broken", default="random",

@@ -83,7 +83,7 @@ import numpy as np
 from exactq.catalogue import Model, register_model
 from exactq.ctmc import Event, build_ctmc
 from exactq.errors import AccuracyWarning, ConvergenceError, ModelError, NotApplicableError, UnstableError
-from exactq.params import Param, parse_params
+from exactq.params import ARRIVAL_RATE_ALIASES, Param, parse_params
 from exactq.representations.routing import LinearProgram, RootProblem
 from exactq.result import Result
 from exactq.statespace import SortedSpace
@@ -171,6 +171,16 @@ def _parse_counts(raw):
 _FIELDS = ("speeds", "arrival_rate", "counts", "fractions", "policy")
 
 
+def _count_servers(values: dict):
+    """N = sum(counts), the number of servers (inf for the limit), for the arrival-rate aliases."""
+    counts = _parse_counts(values.get("counts"))
+    if counts is None:
+        if values.get("fractions") is None:
+            raise ModelError("give counts (servers per class, or inf) or fractions (the N -> infinity limit)")
+        return math.inf
+    return counts if counts == math.inf else sum(counts)
+
+
 def _wants_limit(counts, fractions) -> bool:
     return (counts is None and fractions is not None) or (counts is not None and _is_inf(counts))
 
@@ -215,12 +225,14 @@ class SpeedAware(Model):
     reference = ("Bhambay & Mukhopadhyay, Performance Evaluation 2022 (speed-aware JSQ); "
                  "Stolyar, Queueing Systems 80, 2015 (JIQ limit)")
     parameters = (
-        Param("speeds", "floats", "service rate mu_j of one server of each class", low=0.0, low_open=True),
+        Param("speeds", "floats", "service rate mu_j of one server of each class", low=0.0, low_open=True,
+              scope="per-server"),
         Param("counts", "str", "servers in each class, comma separated (ints >= 1), or inf for the "
               "N -> infinity limit (then give fractions)", default=None),
         Param("fractions", "floats", "fraction gamma_j of servers in each class, summing to 1 "
               "(the N -> infinity limit; not with finite counts)", default=None, low=0.0, low_open=True),
-        Param("arrival_rate", "float", "arrival rate PER SERVER lambda (total N lambda)", low=0.0, low_open=True),
+        Param("arrival_rate", "float", "arrival rate PER SERVER lambda (total N lambda)", low=0.0, low_open=True,
+              scope="per-server", count=_count_servers, count_doc="sum(counts)", aliases=ARRIVAL_RATE_ALIASES),
         Param("policy", "choice", "dispatching policy", default="sa-jsq", choices=POLICIES),
     )
     measures = dict(_MEASURES)
@@ -247,7 +259,7 @@ class SpeedAware(Model):
     def create(cls, **raw) -> "SpeedAware":
         raw = dict(raw)
         counts = raw.pop("counts", None)
-        values = parse_params(cls.name, cls.parameters, raw)
+        values = parse_params(cls.name, cls.parameters, raw, known={"counts": counts})
         values["counts"] = counts
         return SpeedAware(**values)
 

@@ -34,6 +34,12 @@ Both certify the chain *as built*: the rates are the float64 numbers of the gene
 (a decimal rate such as 1.8 differs from its double by at most half an ulp), and the
 exit rates are their exact sums.
 
+Progress: ``progress=`` (a callback for :mod:`exactq.progress` job events) reports the
+certificate's steps as the job ``certify``: the factorisation and the four approximate
+solves of the a-posteriori bound (weighted by their predicted shares: a sparse LU
+factorisation costs several solves with its factors; BiCGSTAB solves cost alike), or
+the build and the ball-arithmetic solve of ``arb``.
+
 References
 ----------
 J. M. Varah, "A lower bound for the smallest singular value of a matrix", Linear
@@ -55,6 +61,7 @@ import scipy.sparse.linalg as spla
 from exactq.catalogue import register_certifier
 from exactq.ctmc import CTMC
 from exactq.errors import ConvergenceError, ModelError, NotApplicableError
+from exactq.progress import Job
 
 __all__ = ["StationaryEnclosure", "enclose_stationary", "enclose_stationary_arb", "ARB_MAX_STATES"]
 
@@ -159,7 +166,11 @@ def _apply_bounds(M, q, y, row_terms, qerr):
     return Ay, _up(bound)
 
 
-def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
+#: predicted cost of a sparse LU factorisation in solves with its factors (the progress weights only)
+_FACTOR_WEIGHT = 4.0
+
+
+def enclose_stationary(chain: CTMC, solution=None, *, progress=None) -> StationaryEnclosure:
     """Certified enclosure of the stationary vector by the a-posteriori M-matrix bound.
 
     Parameters
@@ -168,6 +179,8 @@ def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
         An irreducible finite chain (``chain.Q``).
     solution : StationaryDistribution, optional
         The float solution to certify; by default one is computed here (sparse LU).
+    progress : callable, optional
+        Receives :mod:`exactq.progress` job events (task ``certify``), one point per step.
 
     Returns
     -------
@@ -195,16 +208,29 @@ def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
     n = Q.shape[0]
     if n == 1:
         return StationaryEnclosure(np.ones(1), np.zeros(1), 0, "trivial")
+    levels = getattr(chain, "levels", None)
+    # a chain that declares levels is solved (and then certified) by the level solver's BiCGSTAB
+    iterative = levels is not None and (solution is None or getattr(solution, "method", None) == "level-aggregation")
+    job = Job("certify", progress)
+    names = ["float solve" if solution is None else "float solution (given)",
+             "set up the level solver" if iterative else "sparse LU of the balance system",
+             "no refinement (iterative solves)" if iterative else "refinement solve",
+             "solve for the residual bound (A v = 1)", "solve for the error bound (A w = r)"]
+    weights = [2.0 * _FACTOR_WEIGHT if solution is None else 0.0, 1.0 if iterative else _FACTOR_WEIGHT,
+               0.0 if iterative else 1.0] + ([2.0, 2.0] if iterative else [1.0, 1.0])  # BiCGSTAB: two runs' worth
+    steps = job.stage(f"certificate of {n:,} states", weights, labels=names).each(names)
+    next(steps)
     if solution is None:
         from .stationary import solve_stationary
 
         solution = solve_stationary(chain)
+    iterative = levels is not None and getattr(solution, "method", None) == "level-aggregation"
     pi = np.asarray(solution.pi, dtype=float)
     ref = int(np.argmax(pi))
+    next(steps)
     M, q, c, keep, row_terms, exit_rate = _system(Q, ref)
     qerr = _gamma(int(row_terms.max(initial=1))) * q  # the float exit rates are sums of the row's rates
-    levels = getattr(chain, "levels", None)
-    if levels is not None and getattr(solution, "method", None) == "level-aggregation":
+    if iterative:
         # the chain was too large for a sparse LU: approximate solves by the level solver's preconditioned
         # BiCGSTAB instead (nothing below relies on them being exact: every residual is bounded afresh)
         solve, how = _level_solver(Q, np.asarray(levels), ref, keep, pi), {"solves": "level-aggregation BiCGSTAB"}
@@ -218,11 +244,13 @@ def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
                                    "irreducible?") from None
         solve, how, refine = lu.solve, {"lu_nnz": int(lu.nnz)}, True
     x = pi[keep] / pi[ref]
+    next(steps)
     if refine:  # one step of iterative refinement with the same factors tightens the residual
         r, _ = _apply_bounds(M, q, x, row_terms, qerr)
         x = x + solve(c - r)
     Ax, err_x = _apply_bounds(M, q, x, row_terms, qerr)
     rbar = _up(np.abs(c - Ax) + err_x + U * np.abs(c - Ax))  # |c - A x| <= rbar, componentwise
+    next(steps)
     v = solve(np.ones(n - 1))
     Av, err_v = _apply_bounds(M, q, v, row_terms, qerr)
     gamma = float(np.min(Av - err_v))
@@ -231,7 +259,10 @@ def enclose_stationary(chain: CTMC, solution=None) -> StationaryEnclosure:
                                "ill-conditioned for the float64 M-matrix bound")
     # |x - x_hat| <= A^-1 rbar; with w ~ A^-1 rbar from the same factors, A^-1 rbar = w + A^-1 (rbar - A w)
     # <= w+ + (||(rbar - A w)+||_inf / gamma) v, since A^-1 >= 0 and A^-1 1 <= v / gamma
+    next(steps)
     w = solve(rbar)
+    next(steps, None)  # the last point is done
+    job.close()
     Aw, err_w = _apply_bounds(M, q, w, row_terms, qerr)
     excess = _up(float(np.max(np.maximum(rbar - Aw + err_w, 0.0), initial=0.0)))
     radius = _up(np.maximum(w, 0.0) + _up(excess / gamma * _up(v)))
@@ -275,11 +306,12 @@ def _level_solver(Q: sp.csr_matrix, levels: np.ndarray, ref: int, keep: np.ndarr
     return solve
 
 
-def enclose_stationary_arb(chain: CTMC, *, prec: int = 128) -> StationaryEnclosure:
+def enclose_stationary_arb(chain: CTMC, *, prec: int = 128, progress=None) -> StationaryEnclosure:
     """Certified enclosure by a dense solve in ball arithmetic (python-flint ``arb_mat``).
 
     For chains up to :data:`ARB_MAX_STATES` states. The result's ``x_hat`` are the
     balls' midpoints and ``radius`` their radii (rounded outward to float64).
+    ``progress`` receives :mod:`exactq.progress` job events (the build, the solve).
 
     Examples
     --------
@@ -303,7 +335,12 @@ def enclose_stationary_arb(chain: CTMC, *, prec: int = 128) -> StationaryEnclosu
         return StationaryEnclosure(np.ones(1), np.zeros(1), 0, "arb")
     old = flint.ctx.prec
     flint.ctx.prec = prec
+    job = Job("certify", progress)
+    # the dense build is O(n^2) Python-level entries, the solve O(n^3) in ball arithmetic
+    steps = job.stage(f"ball-arithmetic certificate of {n} states", [float(n * n), n**3 / 50.0],
+                      labels=["build the ball matrix", "solve in ball arithmetic"]).each([0, 1])
     try:
+        next(steps)
         ref = 0
         D = Q.toarray()
         np.fill_diagonal(D, 0.0)
@@ -319,7 +356,10 @@ def enclose_stationary_arb(chain: CTMC, *, prec: int = 128) -> StationaryEnclosu
             for b, i in enumerate(keep):
                 if i != j and D[i, j]:
                     A[a, b] = -flint.arb(float(D[i, j]))
+        next(steps)
         x = A.solve(cvec)
+        next(steps, None)
+        job.close()
         mids, rads = [], []
         for a in range(n - 1):
             ball = x[a, 0]
@@ -335,8 +375,11 @@ def enclose_stationary_arb(chain: CTMC, *, prec: int = 128) -> StationaryEnclosu
 
 @register_certifier(CTMC, doc="certified enclosure of the stationary law: ball arithmetic (arb) up to "
                               f"{ARB_MAX_STATES} states, else the a-posteriori M-matrix bound")
-def certify_chain(chain: CTMC, solution=None) -> StationaryEnclosure:
-    """The certificate the ``certify`` option uses: ``arb`` for small chains, a-posteriori above."""
+def certify_chain(chain: CTMC, solution=None, *, progress=None) -> StationaryEnclosure:
+    """The certificate the ``certify`` option uses: ``arb`` for small chains, a-posteriori above.
+
+    ``progress`` receives the certificate's :mod:`exactq.progress` job events.
+    """
     if chain.n_states <= ARB_MAX_STATES:
-        return enclose_stationary_arb(chain)
-    return enclose_stationary(chain, solution)
+        return enclose_stationary_arb(chain, progress=progress)
+    return enclose_stationary(chain, solution, progress=progress)

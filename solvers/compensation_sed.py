@@ -91,7 +91,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ModelError, NotApplicableError
@@ -214,6 +213,8 @@ def _jockey_alphas(lam: float, r: int) -> np.ndarray:
     for k in range(d):
         A[(d - 1) * s:, k * s:(k + 1) * s] = -P[k]
     B[(d - 1) * s:, (d - 1) * s:] = P[d]
+    import scipy.linalg  # here, not at import: the module loads with every JSQ solve
+
     ev = scipy.linalg.eigvals(A, B)
     ev = ev[np.isfinite(ev)]
     ev = np.delete(ev, np.argmin(np.abs(ev - 1)))  # det J(1) = 0: the jockeying chain's phase generator
@@ -668,6 +669,8 @@ def erlang_series(rho: float, phases: int, *, tol: float = 1e-15, N: int | None 
     As = A / scale
     j00 = K + ui[(0, 0)]  # p(0, 0) > 0: fix it, least squares for the rest
     rest = np.delete(np.arange(A.shape[1]), j00)
+    import scipy.linalg
+
     sol = scipy.linalg.lstsq(As[:, rest], -As[:, j00], lapack_driver="gelsy")[0]
     z = np.insert(sol, j00, 1.0)
     residual = float(np.linalg.norm(As @ z) / (np.linalg.norm(As) * np.linalg.norm(z)))

@@ -76,9 +76,7 @@ from __future__ import annotations
 import math
 import time
 
-import mpmath
 import numpy as np
-from scipy import special
 
 from exactq.catalogue import register_method, register_solver
 from exactq.errors import ModelError
@@ -108,6 +106,9 @@ def _kappa_floor(a: float, lam: float, c: float) -> float:
     Lambert's W: with ``beta = lam c / a``, ``c kappa = beta + W_0(-beta e^-beta)``;
     refined by Newton's method at 30 digits.
     """
+    import mpmath
+    from scipy import special
+
     beta = lam * c / a
     guess = (beta + float(special.lambertw(-beta * math.exp(-beta), 0).real)) / c
     with mpmath.workdps(30):
@@ -120,6 +121,9 @@ def _kappa_ceiling(a: float, lam: float, c: float) -> float:
 
     With ``beta = lam c / a``: ``c kappa = -W_-1(-beta e^-beta) - beta``.
     """
+    import mpmath
+    from scipy import special
+
     beta = lam * c / a
     guess = (-float(special.lambertw(-beta * math.exp(-beta), -1).real) - beta) / c
     with mpmath.workdps(30):

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import brentq
 from scipy.sparse.linalg import spsolve_triangular
 
 from exactq.catalogue import register_solver
@@ -614,6 +613,8 @@ def solve_kolmogorov(rep: PDMP, *, points_per_decrease: int = 32, max_levels: in
         lo_x, hi_x = finest.x[max(j - 1, 0)], finest.x[j]
         if hi_x <= lo_x:
             return float(hi_x)
+        from scipy.optimize import brentq
+
         return float(brentq(lambda v: cdf(np.array([v]))[0][0] - p, lo_x, hi_x, xtol=1e-12 * hi_x))
 
     atom = (float(rep.w_max), float(finest.P / finest.Z)) if ceiling else None

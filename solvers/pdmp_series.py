@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import mpmath
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import logsumexp
 
 from exactq.catalogue import register_solver
@@ -430,6 +429,8 @@ class _Panels:
     def quantile(self, p: float) -> float:
         j = int(np.clip(np.searchsorted(self.cum, p) - 1, 0, self.left.size - 1))
         lo, hi = self.edges[j], self.edges[j + 1]
+        from scipy.optimize import brentq
+
         return float(brentq(lambda v: self._inside(np.array([v]))[1][0] - p, lo, hi, xtol=1e-13 * hi, rtol=1e-13))
 
 

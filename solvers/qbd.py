@@ -64,10 +64,8 @@ from __future__ import annotations
 import time
 import warnings
 
-import mpmath
 import numpy as np
 import scipy.linalg as sla
-from scipy.sparse.csgraph import connected_components
 
 from exactq.catalogue import register_method, register_solver
 from exactq.errors import (
@@ -125,6 +123,8 @@ def _stationary_dense(A: np.ndarray) -> np.ndarray:
 def _is_irreducible(A: np.ndarray) -> bool:
     P = A.copy()
     np.fill_diagonal(P, 0.0)
+    from scipy.sparse.csgraph import connected_components
+
     n, _ = connected_components(P > 0, directed=True, connection="strong")
     return n == 1
 
@@ -319,6 +319,8 @@ _MAXITER = {"logarithmic_reduction": 100, "cyclic_reduction": 100, "functional_i
 # ------------------------------------------------------------------- 50-digit refinement
 def _mp(X) -> np.ndarray:
     """A float array as an object array of ``mpmath.mpf`` (exact: every float is a binary fraction)."""
+    import mpmath  # the 50-digit path only: mpmath is not imported with the module
+
     return np.vectorize(mpmath.mpf, otypes=[object])(np.asarray(X, dtype=float))
 
 
@@ -392,12 +394,15 @@ def refine_mp(A0, A1, A2, G, *, dps: int = 50, maxsteps: int = 30):
     M/M/1 with ``lambda = 3/8``, ``mu = 1`` (exact binary fractions): ``G = 1`` and
     ``R = 3/8`` to 50 digits, from a float ``G`` that is off by ``1e-12``.
 
+    >>> import mpmath
     >>> out = refine_mp([[0.375]], [[-1.375]], [[1.0]], [[1.0 - 1e-12]])
     >>> with mpmath.workdps(50):
     ...     bool(abs(out["R"][0, 0] - mpmath.mpf(3) / 8) < mpmath.mpf(10) ** -48
     ...          and abs(out["G"][0, 0] - 1) < mpmath.mpf(10) ** -48)
     True
     """
+    import mpmath
+
     dps = int(dps)
     if dps < 16:
         raise ModelError(f"dps must be >= 16 (the float path has 16 digits); got {dps}")
@@ -650,6 +655,8 @@ def _solve(qbd: QBD, algorithm: str, tol: float, maxiter: int, strict: bool, dps
 
 def _boundary_mp(A0, A1, A2, B0, B1, B2, Z, G, dps: int) -> dict:
     """``G``, ``R``, ``R0``, ``(I - R)^-1`` and ``pi_0`` at ``dps`` digits (:func:`refine_mp`, then refined solves)."""
+    import mpmath
+
     m, m0 = A1.shape[0], B1.shape[0]
     out = refine_mp(A0, A1, A2, G, dps=dps)
     with mpmath.workdps(dps + 10):

@@ -44,7 +44,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.optimize import brentq
 
 from exactq.catalogue import register_method, register_solver
 from exactq.errors import ConvergenceError, UnstableError
@@ -111,6 +110,8 @@ def solve_renewal_queue(queue: RenewalQueue, *, strict: bool = False) -> Renewal
         if f(b) >= 0.0:
             raise ConvergenceError(f"GI/M/1 root: no sign change of A~(mu (1 - s)) - s below s = {b!r} at load "
                                    f"{rho:.12g}; the load is too close to 1 for double precision")
+        from scipy.optimize import brentq  # here: scipy.optimize takes 0.3 s to import
+
         sigma = brentq(f, 0.0, b, xtol=4 * _EPS, rtol=4 * _EPS, maxiter=200)
     residual = abs(f(sigma))
     if strict and residual > 1e-12:

@@ -1,55 +1,74 @@
 """Vectorised construction of the Markov chain of a PRISM model.
 
-Every *choice* of the model becomes one or more :class:`~exactq.ctmc.Event` objects:
-an unlabelled command is a choice of its own; for an action ``a``, every combination
-of one ``a``-command from each module that has ``a`` in its alphabet is a choice
-(PRISM's synchronisation: the guard is the conjunction of the guards, and the rate of
-a synchronised transition is the product of the components' rates; several enabled
-combinations add up). An event is one combination of updates of a choice; it
-evaluates the guards, rates and updates on the whole array of states at once with
-numpy, and returns the rate and the target of every state.
+The chain is found and assembled in one breadth-first search over whole frontiers
+(:func:`exactq.ctmc.explore_transitions`). For a frontier of states, the
+transitions are formed *per synchronisation*, with array operations only:
 
-The reachable states are found by :func:`exactq.ctmc.explore` (a breadth-first search
-over whole frontiers) from the initial state (or the states of ``init ... endinit``),
-and the chain is assembled by :func:`~exactq.ctmc.build_ctmc` (or
-:func:`~exactq.ctmc.build_dtmc`); the same pass over the events records which states
-have a transition, the expected transition rewards and, for a DTMC, how many choices
-each state has. No loop runs over states.
+* the **unlabelled commands** of every module interleave: each enabled command
+  contributes its updates (one entry per state, command and update);
+* an **action** ``a`` synchronises every module that has ``a`` in its alphabet.
+  For each such module, the guards of its ``a``-commands are evaluated once on the
+  frontier and its enabled (command, update) pairs are listed per state, sorted by
+  state (a CSR-like list: the probability or rate of the pair, and the change it
+  makes to the state's packed key). A state where some module has no enabled
+  pair blocks ``a``; elsewhere the transitions are the cartesian product of the
+  modules' lists, formed as index arithmetic: transition ``t`` of a state with
+  ``c_1, ..., c_M`` pairs takes pair ``(t // (c_{m+1} ... c_M)) % c_m`` of module
+  ``m``; its weight is the product of the pairs' (PRISM: the rate of a
+  synchronised transition is the product of the components' rates), its target
+  key the source key plus the pairs' key changes (each module writes its own
+  variables, so the changes add up).
 
-PRISM's semantics are kept where it matters:
+The cost is proportional to the number of transitions produced (and of pairs
+listed), not to the number of syntactic combinations of commands: a ring of 13
+processes with 3 update combinations each is 3^13 combinations in the source, and
+2^tokens transitions per state in the chain. The transitions of a frontier are
+formed in chunks whose memory is predicted and checked against the budget
+(:func:`exactq.budget.require_memory`) before they are allocated.
+
+PRISM's semantics (and Storm's, which follows PRISM's here) are kept where they
+matter:
 
 * a state with no transition (a *deadlock*) gets a self-loop, with a warning giving
   the number of such states (``strict``: an error naming one);
 * an update that leaves a variable's range is an error naming the variable, the
-  state and the command;
-* a DTMC state in which more than one choice is enabled (local nondeterminism, which
-  PRISM would randomise) is refused, naming the state and the commands; the
-  probabilities of each command must sum to 1.
+  state and the command (checked where the transition exists: a synchronisation a
+  module blocks is never formed);
+* updates of probability or rate 0 make no transition;
+* in a DTMC, the probabilities of every enabled command must sum to 1; a state
+  where ``k > 1`` *choices* are enabled (an enabled unlabelled command is one
+  choice, an action one choice per combination of enabled commands of its
+  modules) takes each with probability ``1/k``, as PRISM and Storm do, with a
+  warning giving the number of such states;
+* the number of transitions counts distinct (source, target) pairs, self-loops
+  included (those a command makes, and those added to deadlocks), as PRISM and
+  Storm report it.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 
-from exactq.ctmc import CTMC, DTMC, Event, build_ctmc, build_dtmc, explore
-from exactq.errors import ModelError
+from exactq.budget import require_memory
+from exactq.ctmc import CTMC, DTMC, MemoryMeter, explore_transitions
 from exactq.query import RewardStructure
 
 from .lexer import PrismModelError, warn
 from .semantics import EvalContext, ModelInfo
 
-__all__ = ["BuiltModel", "build_model", "MAX_EVENTS", "MAX_INIT_DOMAIN"]
+__all__ = ["BuiltModel", "build_model"]
 
-#: refuse models whose synchronisations expand to more events than this
-MAX_EVENTS = 200_000
-#: ``init ... endinit`` is evaluated on every valuation of the variables up to this many
-MAX_INIT_DOMAIN = 100_000_000
 #: probabilities of a DTMC command must sum to 1 within this
 PROB_TOL = 1e-6
+#: transitions formed in one chunk of the synchronisation product
+CHUNK_TRANSITIONS = 1 << 21
+#: bytes kept per transition (source, weight, target key) and used while forming a chunk
+_KEPT_PER_TRANSITION = 24
+_WORK_PER_TRANSITION = 96
 
 
 @dataclass
@@ -65,10 +84,13 @@ class BuiltModel:
     rewards : dict of str -> RewardStructure
         In the order of the file (unnamed structures are ``"#1"``, ``"#2"``, ...).
     n_transitions : int
-        Distinct transitions between different states (CTMC) or nonzero
-        probabilities (DTMC, self-loops included).
+        Distinct (source, target) pairs with a positive rate or probability,
+        self-loops included (those of commands and those added to deadlocks): the
+        count PRISM and Storm report.
     n_deadlocks : int
     build_seconds : float
+    n_nondeterministic : int
+        DTMC states with several enabled choices (each taken with probability 1/k).
     """
 
     chain: CTMC | DTMC
@@ -77,33 +99,42 @@ class BuiltModel:
     n_transitions: int
     n_deadlocks: int
     build_seconds: float
+    n_nondeterministic: int = 0
 
     @property
     def n_states(self) -> int:
         return self.chain.n_states
 
 
-@dataclass(frozen=True, eq=False)
-class _Choice:
-    index: int
-    action: str | None
-    commands: tuple
+class _Part:
+    """One module's commands in one synchronisation (or all the unlabelled commands)."""
 
-    def describe(self, src) -> str:
-        return " with ".join(c.where(src) for c in self.commands)
+    __slots__ = ("commands",)
+
+    def __init__(self, commands):
+        self.commands = list(commands)
 
 
-class _Recorder:
-    """What the building pass learns about every state besides the transitions."""
+class _Group:
+    """The unlabelled commands (``action`` None, one part) or one action and its modules (one part each)."""
 
-    def __init__(self, n: int, n_rewards: int, discrete: bool):
-        self.enabled = np.zeros(n, dtype=bool)
-        self.trans = [np.zeros(n) for _ in range(n_rewards)]
-        self.discrete = discrete
-        if discrete:
-            self.choices = np.zeros(n, dtype=np.int32)
-            self.last_choice = np.full(n, -1, dtype=np.int64)
-            self.prob = np.zeros(n)
+    __slots__ = ("action", "parts")
+
+    def __init__(self, action, parts):
+        self.action, self.parts = action, parts
+
+
+class _Pairs:
+    """The enabled (command, update) pairs of one part on a frontier, sorted by state.
+
+    ``rows``, ``prob`` and ``dword`` (the change of the packed key) per pair;
+    ``count``/``start`` the CSR-like offsets per frontier state; ``ncmd`` the enabled
+    commands per state; ``bad`` the pairs that leave a range and ``segments`` the
+    (command, update, rows) of every pair list, for the error messages and checks;
+    ``psum`` the (command, rows, sum of probabilities) of a DTMC.
+    """
+
+    __slots__ = ("rows", "prob", "dword", "count", "start", "ncmd", "bad", "segments", "psum")
 
 
 class _Builder:
@@ -115,155 +146,376 @@ class _Builder:
         self.lo = np.array([v.lo for v in info.variables], dtype=np.int64)
         self.hi = np.array([v.hi for v in info.variables], dtype=np.int64)
         self.names = info.names
-        self._ctx_states = None
-        self._ctx = None
-        self.record: _Recorder | None = None
-        self.record_states = None
-        self.choices = self._choices()
-        self.events = self._events()
+        self.groups = self._groups()
+        # transition-reward items by action ("" for the unlabelled commands)
+        self.trans_items = []
+        for rs in info.rewards:
+            by = {}
+            for action, guard, value in rs.trans_items:
+                by.setdefault(action or None, []).append((guard, value))
+            self.trans_items.append(by)
+        self.packing = None
+        self._arange = None
+        self._bad = None
+        self.shared = {}  # action -> the columns written by more than one of its modules
+        for g in self.groups:
+            if g.action is None:
+                continue
+            writes = [{j for c in part.commands for u in c.updates for j, _ in u.assigns} for part in g.parts]
+            shared = set()
+            for i in range(len(writes)):
+                for k in range(i + 1, len(writes)):
+                    shared |= writes[i] & writes[k]
+            self.shared[g.action] = sorted(shared)
 
-    # -- structure ---------------------------------------------------------------------
-    def _choices(self) -> list:
-        out = []
-        for m in self.info.modules:
-            for c in m.commands:
-                if c.action is None:
-                    out.append(_Choice(len(out), None, (c,)))
+    def _groups(self) -> list:
+        groups = []
+        plain = [c for m in self.info.modules for c in m.commands if c.action is None]
+        if plain:
+            groups.append(_Group(None, [_Part(plain)]))
         for a in self.info.actions:
-            parts = [[c for c in m.commands if c.action == a] for m in self.info.modules if a in m.alphabet]
-            count = int(np.prod([len(p) for p in parts]))
-            if count > MAX_EVENTS:
-                raise PrismModelError(f"{self.src.name}: the synchronisation on [{a}] has {count} combinations of "
-                                      f"commands, above the limit of {MAX_EVENTS}")
-            for combo in itertools.product(*parts):
-                out.append(_Choice(len(out), a, tuple(combo)))
+            parts = [_Part([c for c in m.commands if c.action == a]) for m in self.info.modules if a in m.alphabet]
+            groups.append(_Group(a, parts))
+        return groups
+
+    # -- pairs of one part -------------------------------------------------------------
+    def _pairs(self, part: _Part, ctx: EvalContext, n: int, sort: bool) -> _Pairs:
+        """List the part's enabled (command, update) pairs on the frontier (sorted by state if ``sort``)."""
+        pk = self.packing
+        W = pk.n_words
+        narrow = W == 1
+        rows_l, prob_l, dk_l = [], [], []
+        bad, segments, psums = [], [], []
+        ncmd = np.zeros(n, dtype=np.int64)
+        jumps = self.jumps
+        for ci, c in enumerate(part.commands):
+            g = c.guard.eval(ctx)
+            if np.ndim(g) == 0:
+                if not g:
+                    continue
+                rows, sub = self._all_rows(n), ctx
+                ncmd += 1
+            else:
+                rows = np.flatnonzero(g)
+                if rows.size == 0:
+                    continue
+                sub = ctx if rows.size == n else ctx.subset(rows)
+                ncmd += g
+            m = rows.size
+            psum = 0.0
+            for ui, u in enumerate(c.updates):
+                p = 1.0 if u.prob is None else u.prob.eval(sub)
+                with np.errstate(all="ignore"):
+                    if np.ndim(p) == 0:
+                        p = float(p)
+                        if not (p >= 0 and np.isfinite(p) and (not self.discrete or p <= 1 + 1e-12)):
+                            p = self._rate_error(np.full(m, p), rows, ctx, c, u)
+                    else:
+                        p = np.asarray(p, dtype=float)
+                        if not (p.min() >= 0 and np.isfinite(p.max()) and (not self.discrete or p.max() <= 1 + 1e-12)):
+                            p = self._rate_error(p, rows, ctx, c, u)
+                psum = psum + p
+                if np.ndim(p) == 0:
+                    if p == 0:
+                        continue
+                    live = None
+                else:
+                    live = p > 0
+                    if live.all():
+                        live = None
+                    elif not live.any():
+                        continue
+                dk = None
+                out_any = None
+                for j, e in u.assigns:
+                    v = e.eval(sub)
+                    lo_j, hi_j = self.lo[j], self.hi[j]
+                    if np.ndim(v) == 0:
+                        v = int(v)
+                        if lo_j <= v <= hi_j:
+                            dx = v - sub.col(j)
+                        else:
+                            out_any = np.ones(m, dtype=bool)
+                            dx = np.zeros(m, dtype=np.int64)
+                    else:
+                        v = np.asarray(v, dtype=np.int64)
+                        out = (v < lo_j) | (v > hi_j)
+                        if out.any():
+                            out_any = out if out_any is None else (out_any | out)
+                            dx = np.where(out, 0, v - sub.col(j))
+                        else:
+                            dx = v - sub.col(j)
+                    if jumps is not None and m:
+                        jumps[j] = max(jumps[j], int(np.abs(dx if live is None else dx[live]).max()))
+                    if narrow:
+                        step = dx * pk.strides[j] if pk.strides[j] != 1 else dx
+                        dk = step if dk is None else dk + step
+                    else:
+                        if dk is None:
+                            dk = np.zeros((m, W), dtype=np.int64)
+                        dk[:, pk.word_of[j]] += dx * pk.strides[j]
+                if dk is None:  # 'true': a self-loop
+                    dk = np.zeros(m if narrow else (m, W), dtype=np.int64)
+                if live is None:
+                    r, q, d = rows, (np.full(m, p) if np.ndim(p) == 0 else p), dk
+                else:
+                    r, q, d = rows[live], p[live], dk[live]
+                    if out_any is not None:
+                        out_any = out_any[live]
+                rows_l.append(r)
+                prob_l.append(q)
+                dk_l.append(d)
+                segments.append((ci, ui, r))
+                if out_any is not None and out_any.any():
+                    bad.append((ci, ui, r, out_any))
+            if self.discrete:
+                psums.append((ci, rows, psum))
+        out = _Pairs()
+        if len(rows_l) == 1:
+            out.rows, out.prob, out.dword = rows_l[0], prob_l[0], dk_l[0]
+        elif rows_l:
+            out.rows = np.concatenate(rows_l)
+            out.prob = np.concatenate(prob_l)
+            out.dword = np.concatenate(dk_l)
+            if sort:
+                order = np.argsort(out.rows)
+                out.rows, out.prob, out.dword = out.rows[order], out.prob[order], out.dword[order]
+        else:
+            out.rows = np.zeros(0, np.int64)
+            out.prob = np.zeros(0)
+            out.dword = np.zeros(0 if narrow else (0, W), np.int64)
+        out.count = np.bincount(out.rows, minlength=n)
+        if sort:
+            out.start = np.cumsum(out.count) - out.count
+        out.ncmd = ncmd
+        out.bad = bad
+        out.segments = segments
+        out.psum = psums
         return out
 
-    def _events(self) -> list:
-        events = []
-        for ch in self.choices:
-            for k, ups in enumerate(itertools.product(*[c.updates for c in ch.commands])):
-                if len(events) >= MAX_EVENTS:
-                    raise PrismModelError(f"{self.src.name}: the model expands to more than {MAX_EVENTS} update "
-                                          "combinations")
-                events.append(Event(f"{ch.action or ''}:{ch.index}:{k}", self._event_fn(ch, ups, k)))
-        return events
+    def _all_rows(self, n: int) -> np.ndarray:
+        if self._arange is None or len(self._arange) < n:
+            self._arange = np.arange(max(n, 1024), dtype=np.int64)
+        return self._arange[:n]
 
-    # -- evaluation --------------------------------------------------------------------
-    def context(self, states: np.ndarray) -> EvalContext:
-        if states is not self._ctx_states:
-            self._ctx_states, self._ctx = states, EvalContext(states)
-        return self._ctx
+    # -- one frontier --------------------------------------------------------------------
+    #: the search may expand whole boxes of states with the errors deferred (see exactq.ctmc._Search)
+    tolerant = True
 
-    def rows_of(self, ctx: EvalContext, ch: _Choice):
-        key = ("choice", ch.index)
-        hit = ctx.memo.get(key)
-        if hit is not None:
-            return hit
-        mask = None
-        for c in ch.commands:
-            gk = ("guard", id(c))
-            g = ctx.memo.get(gk)
-            if g is None:
-                g = ctx.memo[gk] = c.guard.full(ctx)
-            mask = g if mask is None else (mask & g)
-        rows = np.flatnonzero(mask)
-        hit = ctx.memo[key] = (rows, ctx.subset(rows))
-        return hit
+    def __call__(self, states: np.ndarray, words: np.ndarray, tolerant: bool = False):
+        self._bad = np.zeros(len(states), dtype=bool) if tolerant else None
+        with np.errstate(all="ignore"):  # non-finite rates and rewards are checked, not warned about
+            blocks, extras = self.expand(states, words)
+            if tolerant:
+                blocks = list(blocks)  # the checks inside the generator run now, while errors are deferred
+                extras["_bad"] = self._bad
+        self._bad = None
+        return blocks, extras
 
-    def _event_fn(self, ch: _Choice, ups: tuple, k: int):
-        builder = self
-        assigns = [(j, e) for u in ups for (j, e) in u.assigns]
-        written = [j for j, _ in assigns]
-        clash = len(set(written)) < len(written)
-        cols = np.array(sorted(set(written)), dtype=np.int64)
-        lo_w, hi_w = self.lo[cols], self.hi[cols]
-        probs = [u.prob for u in ups if u.prob is not None]
-        discrete = self.discrete
+    def _defer(self, rows) -> bool:
+        """Mark ``rows`` as failing (tolerant mode) and return True, or return False (then the caller raises)."""
+        if self._bad is None:
+            return False
+        self._bad[rows] = True
+        return True
 
-        def fn(states: np.ndarray):
-            ctx = builder.context(states)
-            rows, sub = builder.rows_of(ctx, ch)
-            n = states.shape[0]
-            rates = np.zeros(n)
-            if rows.size == 0:
-                return rates, states
-            m = rows.size
-            with np.errstate(all="ignore"):
-                r = None
-                for p in probs:
-                    v = p.eval(sub)
-                    r = v if r is None else r * v
-                values = [(j, e.eval(sub)) for j, e in assigns]
-            r = np.full(m, 1.0) if r is None else np.broadcast_to(np.asarray(r, dtype=float), (m,))
-            lo_r, hi_r = r.min(), r.max()
-            if not (lo_r >= 0 and np.isfinite(hi_r) and (not discrete or hi_r <= 1 + 1e-12)):
-                builder._check_rates(r, rows, states, ch, ups)
-            new = states[rows]
-            for j, v in values:
-                new[:, j] = v
-            if cols.size:
-                block = new[:, cols]
-                out = (block < lo_w) | (block > hi_w)
-                if out.any():
-                    builder._range_error(out & (r > 0)[:, None], new, cols, rows, states, ch)
-            if clash and hi_r > 0:
-                j = next(j for j in written if written.count(j) > 1)
-                i = int(rows[np.flatnonzero(r > 0)[0]])
-                raise PrismModelError(f"variable {builder.names[j]!r} is written by more than one module in "
-                                      f"{ch.describe(builder.src)}, in state {builder.state_text(states[i])}")
-            targets = np.empty_like(states)
-            targets[rows] = new
-            rates[rows] = r
-            if builder.record is not None and states is builder.record_states:
-                builder._note(ch, k, rows, r, sub)
-            return rates, targets
+    def expand(self, states: np.ndarray, words: np.ndarray):
+        n = len(states)
+        ctx = EvalContext(states)
+        plans = []
+        choices = np.zeros(n, dtype=np.int64)
+        enabled = np.zeros(n, dtype=bool)
+        for g in self.groups:
+            pairs = [self._pairs(p, ctx, n, len(g.parts) > 1) for p in g.parts]
+            if g.action is None:
+                active = pairs[0].count > 0
+                nchoice = pairs[0].ncmd
+                guarded = nchoice > 0
+            else:
+                active = np.ones(n, dtype=bool)
+                nchoice = np.ones(n, dtype=np.int64)
+                for pr in pairs:
+                    active &= pr.count > 0
+                    nchoice = nchoice * pr.ncmd
+                guarded = nchoice > 0  # every module has an enabled command: the synchronisation exists
+            enabled |= active
+            choices += nchoice
+            self._check_pairs(g, pairs, guarded, states)
+            plans.append((g, pairs, active))
+        scale = None
+        if self.discrete and np.any(choices > 1):
+            scale = 1.0 / np.maximum(choices, 1)
+        trans = [np.zeros(n) for _ in self.info.rewards]
+        for g, pairs, active in plans:
+            if not active.any():
+                continue
+            self._rewards(g, pairs, active, ctx, trans, scale)
+        extras = {"enabled": enabled, "choices": choices}
+        for k, t in enumerate(trans):
+            extras[f"trans{k}"] = t
+        return self._blocks(plans, words, scale, n), extras
 
-        return fn
-
-    def _range_error(self, bad, new, cols, rows, states, ch) -> None:
-        if not bad.any():
-            return
-        b, c = (int(x[0]) for x in np.nonzero(bad))
-        j = int(cols[c])
-        var = self.info.variables[j]
-        raise PrismModelError(f"variable {var.name!r} would take the value {int(new[b, j])}, outside its range "
-                              f"[{var.lo}..{var.hi}], in state {self.state_text(states[rows[b]])} by "
-                              f"{ch.describe(self.src)}")
-
-    def _check_rates(self, r, rows, states, ch, ups) -> None:
-        bad = ~np.isfinite(r) | (r < 0) | ((r > 1 + 1e-12) if self.discrete else False)
-        if bad.any():
-            b = int(np.flatnonzero(bad)[0])
-            what = "probability" if self.discrete else "rate"
-            expr = " * ".join(str(u.prob.text) for u in ups if u.prob is not None) or "1"
-            raise PrismModelError(f"the {what} {expr} evaluates to {r[b]:g} in state "
-                                  f"{self.state_text(states[rows[b]])} ({ch.describe(self.src)}); a {what} must be "
-                                  f"finite, >= 0{' and <= 1' if self.discrete else ''}")
-
-    def _note(self, ch: _Choice, k: int, rows, r, sub) -> None:
-        rec = self.record
-        rec.enabled[rows[r > 0]] = True
-        for s, rs in enumerate(self.info.rewards):
-            acc = None
-            for action, guard, value in rs.trans_items:
-                if (action or None) != ch.action:
+    def _blocks(self, plans, words, scale, n):
+        """The transition blocks of a frontier, chunk by chunk (a generator)."""
+        W = self.packing.n_words
+        for g, pairs, active in plans:
+            if len(pairs) == 1:
+                pr = pairs[0]  # every pair is a transition of its own
+                src = pr.rows
+                if len(src) == 0:
                     continue
-                with np.errstate(all="ignore"):
-                    g = guard.full(sub)
-                    v = np.where(g, value.full(sub), 0.0)
-                if not np.all(np.isfinite(v)):
-                    b = int(np.flatnonzero(~np.isfinite(v))[0])
-                    raise PrismModelError(f"the transition reward '{value.text}' is not finite in state "
-                                          f"{self.state_text(self.record_states[rows[b]])}")
-                acc = v if acc is None else acc + v
-            if acc is not None:
-                rec.trans[s][rows] += r * acc  # rows are distinct (flatnonzero)
-        if rec.discrete:
-            if k == 0:
-                rec.choices[rows] += 1
-                rec.last_choice[rows] = ch.index
-            rec.prob[rows] += r
+                self._budget(len(src), n)
+                w = pr.prob * scale[src] if scale is not None else pr.prob
+                yield src, w, (words[src, 0] if W == 1 else words[src]) + pr.dword
+                continue
+            rows = np.flatnonzero(active)
+            if rows.size == 0:
+                continue
+            counts = [pr.count[rows] for pr in pairs]
+            total_f = np.ones(rows.size)
+            for c in counts:
+                total_f *= c
+            self._budget(float(total_f.sum()), n)
+            per_row = np.ones(rows.size, dtype=np.int64)
+            for c in counts:
+                per_row *= c
+            ends = np.cumsum(per_row)
+            lo = 0
+            while lo < rows.size:  # chunks of rows with about CHUNK_TRANSITIONS transitions
+                done = ends[lo - 1] if lo else 0
+                hi = int(np.searchsorted(ends, done + CHUNK_TRANSITIONS, side="right"))
+                hi = max(hi, lo + 1)
+                yield self._product(rows[lo:hi], per_row[lo:hi], pairs, words, scale, W)
+                lo = hi
+
+    def _product(self, rows, per_row, pairs, words, scale, W):
+        """The synchronised transitions of ``rows``: the cartesian product of the parts' pairs.
+
+        Built one module at a time: each partial transition is repeated once per pair
+        of the next module in its state (``np.repeat``), so the work is the sum of
+        the partial products' sizes, at most twice the final count when modules
+        branch, and one gather per module that does not branch.
+        """
+        src = rows
+        weight = np.ones(len(rows))
+        target = words[rows, 0].copy() if W == 1 else words[rows].copy()
+        # modules that do not branch on these rows first, while the partial product is small
+        order = sorted(range(len(pairs)), key=lambda m: int(pairs[m].count[rows].max()))
+        for m in order:
+            pr = pairs[m]
+            cnt = pr.count[src]
+            dword = pr.dword  # (pairs,) with one word, (pairs, W) with several
+            if cnt.max() == 1:
+                e = pr.start[src]
+            else:
+                total = int(cnt.sum())
+                first = np.cumsum(cnt) - cnt
+                e = np.repeat(pr.start[src] - first, cnt)
+                e += np.arange(total, dtype=np.int64)
+                src, weight = np.repeat(src, cnt), np.repeat(weight, cnt)
+                target = np.repeat(target, cnt, axis=0)
+            weight *= pr.prob[e]
+            target += dword[e]
+        if scale is not None:
+            weight *= scale[src]
+        return src, weight, target
+
+    def _budget(self, transitions: float, n: int) -> None:
+        """Account for the transitions about to be formed (kept) and the work of one chunk (transient)."""
+        self.meter.need(transitions * _KEPT_PER_TRANSITION,
+                        f"{self.src.name}: the states and transitions explored so far and the next "
+                        f"{transitions:.0f} transitions (out of {n} states)",
+                        transient=min(transitions, CHUNK_TRANSITIONS) * _WORK_PER_TRANSITION)
+
+    # -- checks --------------------------------------------------------------------------
+    def _check_pairs(self, g: _Group, pairs, guarded, states) -> None:
+        """Ranges and (DTMC) probability sums, where the group's choices exist (``guarded``)."""
+        for part, pr in zip(g.parts, pairs):
+            for ci, ui, rows, out in pr.bad:
+                on = out & guarded[rows]
+                if on.any() and not self._defer(rows[on]):
+                    k = int(np.flatnonzero(on)[0])
+                    self._range_error(part.commands[ci], ui, states[rows[k]], g)
+            for ci, rows, psum in pr.psum:
+                off = np.abs(np.asarray(psum) - 1.0) > PROB_TOL
+                if off.any():
+                    off = np.broadcast_to(off, rows.shape) & guarded[rows]
+                    if off.any() and not self._defer(rows[off]):
+                        b = int(np.flatnonzero(off)[0])
+                        c = part.commands[ci]
+                        total = float(np.broadcast_to(psum, rows.shape)[b])
+                        raise PrismModelError(f"the probabilities of {c.where(self.src)} sum to {total:.12g}, "
+                                              f"not 1, in state {self.state_text(states[rows[b]])}")
+        if g.action is not None and len(pairs) > 1 and self.shared[g.action]:
+            self._check_clash(g, pairs, guarded, states)
+
+    def _check_clash(self, g: _Group, pairs, active, states) -> None:
+        """A variable (a global) written by two modules in one synchronised transition is an error."""
+        for j in self.shared[g.action]:
+            writers = []
+            for part, pr in zip(g.parts, pairs):
+                w = np.zeros(len(states), dtype=bool)
+                for ci, ui, rows in pr.segments:
+                    if any(jj == j for jj, _ in part.commands[ci].updates[ui].assigns):
+                        w[rows] = True
+                writers.append(w)
+            both = (np.sum(writers, axis=0) > 1) & active
+            if both.any() and not self._defer(both):
+                i = int(np.flatnonzero(both)[0])
+                mods = [c.commands[0].module for c, w in zip(g.parts, writers) if w[i]]
+                raise PrismModelError(f"variable {self.names[j]!r} is written by more than one module ("
+                                      f"{', '.join(mods)}) in the synchronisation [{g.action}], in state "
+                                      f"{self.state_text(states[i])}")
+
+    def _range_error(self, c, ui: int, row, g: _Group) -> None:
+        ctx = EvalContext(row[None, :])
+        for j, e in c.updates[ui].assigns:
+            v = int(np.asarray(e.eval(ctx)).reshape(-1)[0])
+            var = self.info.variables[j]
+            if not var.lo <= v <= var.hi:
+                raise PrismModelError(f"variable {var.name!r} would take the value {v}, outside its range "
+                                      f"[{var.lo}..{var.hi}], in state {self.state_text(row)} by "
+                                      f"{c.where(self.src)}")
+        raise AssertionError("no out-of-range assignment found")  # pragma: no cover
+
+    def _rate_error(self, p, rows, ctx, c, u) -> np.ndarray:
+        """Raise for the first bad rate or probability (tolerant mode: defer, and return them zeroed)."""
+        bad = ~np.isfinite(p) | (p < 0) | ((p > 1 + 1e-12) if self.discrete else False)
+        if self._defer(rows[bad]):
+            return np.where(bad, 0.0, p)
+        b = int(np.flatnonzero(bad)[0])
+        what = "probability" if self.discrete else "rate"
+        raise PrismModelError(f"the {what} {u.prob.text} evaluates to {p[b]:g} in state "
+                              f"{self.state_text(ctx.states[rows[b]])} ({c.where(self.src)}); a {what} must be "
+                              f"finite, >= 0{' and <= 1' if self.discrete else ''}")
+
+    # -- rewards ---------------------------------------------------------------------------
+    def _rewards(self, g: _Group, pairs, active, ctx: EvalContext, trans, scale) -> None:
+        """Expected transition rewards: per state, the group's reward times its total weight."""
+        if not any(g.action in by for by in self.trans_items):
+            return
+        if g.action is None:
+            mass = np.bincount(pairs[0].rows, weights=pairs[0].prob, minlength=ctx.n)
+        else:
+            mass = np.where(active, 1.0, 0.0)
+            for pr in pairs:
+                mass = mass * np.bincount(pr.rows, weights=pr.prob, minlength=ctx.n)
+        if scale is not None:
+            mass = mass * scale
+        for s, by in enumerate(self.trans_items):
+            items = by.get(g.action)
+            if not items:
+                continue
+            acc = np.zeros(ctx.n)
+            with np.errstate(all="ignore"):
+                for guard, value in items:
+                    acc += np.where(guard.full(ctx), value.full(ctx), 0.0)
+            on = mass > 0
+            if not np.all(np.isfinite(acc[on])) and not self._defer(on & ~np.isfinite(acc)):
+                b = int(np.flatnonzero(on & ~np.isfinite(acc))[0])
+                raise PrismModelError(f"the transition reward of [{g.action or ''}] is not finite in state "
+                                      f"{self.state_text(ctx.states[b])}")
+            trans[s] += np.where(on, mass * acc, 0.0)
 
     def state_text(self, row) -> str:
         parts = []
@@ -273,33 +525,193 @@ class _Builder:
 
     # -- initial states ----------------------------------------------------------------
     def initial_states(self) -> np.ndarray:
+        """The initial state, or the states of ``init ... endinit``.
+
+        The block is split into its top-level conjuncts: a conjunct comparing one
+        variable with a constant (``x = 0``, ``y <= 3``) narrows that variable's
+        range; the other conjuncts are grouped by the variables they read, and each
+        group is evaluated on every valuation of its variables (in chunks) within
+        their narrowed ranges; variables the block does not read take every value
+        of their range. The sizes are checked against the memory budget first.
+        """
         info = self.info
         if info.init is None:
             return np.array([[v.init for v in info.variables]], dtype=np.int64)
-        radix = (self.hi - self.lo + 1).astype(object)
-        total = 1
+        d = len(self.lo)
+        lo, hi = self.lo.copy(), self.hi.copy()
+        groups = []  # (columns, compiled conjunct)
+        for clause in _conjuncts(info.init, info.symbols):
+            if clause.const:
+                if not clause.value:
+                    raise PrismModelError(f"{self.src.name}: 'init ... endinit' is false for every state")
+                continue
+            cols = _referenced_columns(clause, self.lo)
+            narrowed = _interval(clause, info.symbols, info.variables)
+            if narrowed is not None:
+                j, a, b = narrowed
+                lo[j], hi[j] = max(lo[j], a), min(hi[j], b)
+                continue
+            groups.append((cols, clause))
+        if np.any(lo > hi):
+            raise PrismModelError(f"{self.src.name}: no valuation of the variables satisfies 'init ... endinit'")
+        # merge conjuncts that share variables (connected components)
+        comps = []
+        for cols, clause in groups:
+            cols = set(cols)
+            merged = [c for c in comps if c[0] & cols]
+            for c in merged:
+                comps.remove(c)
+                cols |= c[0]
+            comps.append((cols, [cl for c in merged for cl in c[1]] + [clause]))
+        covered = set().union(*[c for c, _ in comps]) if comps else set()
+        free = [j for j in range(d) if j not in covered]
+        count = 1
+        for j in free:  # the free variables' ranges first: they may be huge, and cost nothing to count
+            count *= int(hi[j] - lo[j] + 1)
+        parts = []  # (columns, satisfying values)
+        for cols, clauses in comps:
+            cols = sorted(cols)
+            vals = self._satisfying(cols, clauses, lo, hi)
+            count *= len(vals)
+            parts.append((cols, vals))
+        require_memory(float(count) * 8 * (d + 2), f"{self.src.name}: the {count} initial states of 'init ... "
+                       "endinit'", hint="constrain the variables there, or give initial values in the declarations")
+        parts += [([j], np.arange(lo[j], hi[j] + 1, dtype=np.int64)[:, None]) for j in free]
+        init = lo[None, :].copy()
+        for cols, vals in parts:  # the product of the parts, one part at a time
+            k = len(vals)
+            init = np.repeat(init, k, axis=0)
+            init[:, cols] = np.tile(vals, (len(init) // k, 1))
+        return init
+
+    def _satisfying(self, cols, clauses, lo, hi) -> np.ndarray:
+        """The valuations of ``cols`` (within ``lo..hi``) that satisfy every conjunct of ``clauses``."""
+        radix = [int(hi[j] - lo[j] + 1) for j in cols]
+        domain = 1
         for r in radix:
-            total *= int(r)
-        if total > MAX_INIT_DOMAIN:
-            raise PrismModelError(f"{self.src.name}: 'init ... endinit' would be evaluated on {total} valuations of "
-                                  f"the variables, above the limit of {MAX_INIT_DOMAIN}; give initial values in the "
-                                  "variable declarations instead")
-        radix = radix.astype(np.int64)
-        strides = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
+            domain *= r
+        names = ", ".join(self.names[j] for j in cols)
+        require_memory(float(domain) * 8 * (len(cols) + 2),
+                       f"{self.src.name}: evaluating 'init ... endinit' on the {domain} valuations of {names}",
+                       hint="constrain fewer variables together, or give initial values in the declarations")
+        sub_radix = np.array(radix, dtype=np.int64)
+        strides = np.concatenate([np.cumprod(sub_radix[::-1])[::-1][1:], [1]]).astype(np.int64)
         found = []
         step = 1 << 20
-        for start in range(0, total, step):  # chunks of the variable domain, not states
-            idx = np.arange(start, min(total, start + step), dtype=np.int64)
-            states = (idx[:, None] // strides[None, :]) % radix[None, :] + self.lo[None, :]
-            ok = info.init.full(EvalContext(states))
+        for start in range(0, domain, step):  # chunks of the variables' domain, not states
+            idx = np.arange(start, min(domain, start + step), dtype=np.int64)
+            states = np.repeat(lo[None, :], len(idx), axis=0)
+            for k, j in enumerate(cols):
+                states[:, j] = (idx // strides[k]) % sub_radix[k] + lo[j]
+            ctx = EvalContext(states)
+            ok = np.ones(len(idx), dtype=bool)
+            for clause in clauses:
+                ok &= np.broadcast_to(clause.full(ctx), (len(idx),))
             if ok.any():
-                found.append(states[ok])
+                found.append(states[ok][:, cols])
         if not found:
             raise PrismModelError(f"{self.src.name}: no valuation of the variables satisfies 'init ... endinit'")
         return np.concatenate(found)
 
 
-def build_model(info: ModelInfo, *, strict: bool = False, max_states: int = 20_000_000) -> BuiltModel:
+def _conjuncts(init, symbols) -> list:
+    """The top-level conjuncts of a compiled ``init`` block, compiled (the block itself if it cannot be split)."""
+    from . import syntax
+    from .semantics import compile_expr
+
+    try:
+        node = syntax.parse_model_text(f"dtmc\nmodule _m endmodule\ninit {init.text} endinit\n").init
+    except Exception:  # noqa: BLE001 - the text of a compiled block always parses; if not, do not split
+        return [init]
+    chain = getattr(syntax, "Chain", None)  # a flat run of one operator: a & b & c
+    out, stack = [], [node]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, syntax.Binary) and e.op == "&":
+            stack += [e.right, e.left]
+            continue
+        if chain is not None and isinstance(e, chain) and all(op == "&" for op, _ in e.rest):
+            stack += [x for _, x in reversed(e.rest)] + [e.first]
+            continue
+        try:
+            c = compile_expr(e, symbols)
+        except PrismModelError:
+            return [init]
+        if c.type != "bool":
+            return [init]
+        out.append(c)
+    return out
+
+
+def _interval(clause, symbols, variables):
+    """``(j, lo, hi)`` when the conjunct compares one variable with a constant, else None."""
+    from .semantics import compile_expr
+    from .syntax import Binary, Ident, parse_model_text
+
+    try:
+        node = parse_model_text(f"dtmc\nmodule _m endmodule\ninit {clause.text} endinit\n").init
+    except Exception:  # noqa: BLE001
+        return None
+    if not (isinstance(node, Binary) and node.op in ("=", "<", "<=", ">", ">=")):
+        return None
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+    left, op, right = node.left, node.op, node.right
+    if not isinstance(left, Ident):
+        left, right, op = right, left, flip[op]
+    var = next((v for v in variables if isinstance(left, Ident) and v.name == left.name), None)
+    if var is None:
+        return None
+    try:
+        c = compile_expr(right, symbols)
+    except PrismModelError:
+        return None
+    if not c.const or c.type == "bool" and var.type != "bool":
+        return None
+    x = float(c.value)
+    if op == "=":
+        if x != int(x):
+            return var.index, 1, 0  # no integer value: empty
+        return var.index, int(x), int(x)
+    if op == "<":
+        return var.index, var.lo, int(np.ceil(x)) - 1
+    if op == "<=":
+        return var.index, var.lo, int(np.floor(x))
+    if op == ">":
+        return var.index, int(np.floor(x)) + 1, var.hi
+    return var.index, int(np.ceil(x)), var.hi
+
+
+class _Recorder(EvalContext):
+    """An evaluation context of one state that records the columns an expression reads."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, row: np.ndarray):
+        super().__init__(np.asarray(row, dtype=np.int64)[None, :])
+        self.seen = set()
+
+    def col(self, j: int) -> np.ndarray:
+        self.seen.add(j)
+        return super().col(j)
+
+
+def _referenced_columns(expr, row: np.ndarray) -> list:
+    """The variables (columns) a compiled expression reads.
+
+    Every operator of a compiled expression is evaluated on whole columns (both
+    branches of ``c ? a : b`` included), so one evaluation on any state (here
+    ``row``) reads them all.
+    """
+    rec = _Recorder(row)
+    with np.errstate(all="ignore"):
+        try:
+            expr.eval(rec)
+        except PrismModelError:  # a fault at this state (e.g. mod by 0): assume every variable
+            return list(range(len(row)))
+    return sorted(rec.seen)
+
+
+def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None = None) -> BuiltModel:
     """Build the chain of an analysed PRISM model (see the module docstring).
 
     Parameters
@@ -308,8 +720,9 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int = 20_0
         From :func:`exactq.prism.semantics.analyse`.
     strict : bool
         Deadlocks are an error (naming a deadlocked state) instead of a warning.
-    max_states : int
-        Refuse to explore beyond this many states.
+    max_states : int, optional
+        Refuse to explore beyond this many states (default: only the memory budget,
+        checked before every large allocation).
 
     Returns
     -------
@@ -318,19 +731,52 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int = 20_0
     Raises
     ------
     PrismModelError
-        For an out-of-range update, a negative or non-finite rate, local
-        nondeterminism in a DTMC, probabilities not summing to 1, or (``strict``) a
-        deadlock.
+        For an out-of-range update, a negative or non-finite rate, probabilities not
+        summing to 1, or (``strict``) a deadlock.
+    exactq.budget.BudgetError
+        When the states or transitions would not fit in the memory budget.
     """
     t0 = time.perf_counter()
     b = _Builder(info, strict)
     init = b.initial_states()
-    space = explore(init, b.events, b.names, hi=b.hi, lo=b.lo, max_states=max_states)
+    from exactq.statespace import Packing
+
+    b.packing = Packing(b.lo, b.hi, b.names)
+    b.jumps = np.zeros(len(b.lo), dtype=np.int64)
+    b.meter = MemoryMeter()
+    ex = explore_transitions(init, b, b.names, hi=b.hi, lo=b.lo, max_states=max_states,
+                             what=f"{info.source.name}", meter=b.meter)
+    space = ex.space
     n = space.n_states
     states = space.states
     init_mask = np.zeros(n, dtype=bool)
-    init_idx = space.index(init)
-    init_mask[init_idx] = True
+    init_mask[space.index(init)] = True
+    dead = ~ex.extras["enabled"]
+    n_dead = int(dead.sum())
+    if n_dead:
+        i = int(np.flatnonzero(dead)[0])
+        if strict:
+            raise PrismModelError(f"state {b.state_text(states[i])} is a deadlock (no command is enabled); "
+                                  f"{n_dead} deadlocked state{'s' if n_dead > 1 else ''} in all (strict mode)")
+        warn(f"{n_dead} deadlocked state{'s were' if n_dead > 1 else ' was'} fixed by adding a self-loop, as PRISM "
+             f"does (e.g. {b.state_text(states[i])})")
+    choices = ex.extras["choices"]
+    n_multi = int(np.count_nonzero(choices > 1)) if b.discrete else 0
+    if n_multi:
+        i = int(np.flatnonzero(choices > 1)[0])
+        row, k = states[i], int(choices[i])
+        warn(f"{n_multi} state{'s' if n_multi > 1 else ''} of the dtmc enable{'' if n_multi > 1 else 's'} more than "
+             f"one choice (e.g. {b.state_text(row)}: {k} choices); as PRISM and Storm do, each of the k enabled "
+             "choices is taken with probability 1/k")
+    # the matrix: duplicates summed, self-loops kept for the count
+    b.meter.need(0, f"{info.source.name}: the matrix of {n} states and {len(ex.src)} transitions",
+                 transient=len(ex.src) * 40.0 + n * 32.0)
+    R = sp.coo_matrix((ex.weight, (ex.src, ex.dst)), shape=(n, n))
+    ex.weight = ex.src = ex.dst = None
+    R = R.tocsr()  # sums duplicates
+    R.sum_duplicates()
+    R.eliminate_zeros()
+    n_trans = int(R.nnz) + n_dead
     ctx = EvalContext(states)
     state_rewards = {}
     keys = []
@@ -348,62 +794,42 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int = 20_0
             acc = acc + v
         state_rewards[key] = acc
     constants = {k: v for k, (_, v) in info.constants.items() if v is not None}
-    first = int(init_idx[0])
-    b.record = _Recorder(n, len(info.rewards), b.discrete)
-    b.record_states = states
-    try:
-        if b.discrete:
-            try:
-                chain = build_dtmc(space, b.events, rewards=state_rewards, initial=first, constants=constants)
-            except ModelError:
-                _check_dtmc(b, states)
-                raise
-            _check_dtmc(b, states)
-        else:
-            chain = build_ctmc(space, b.events, rewards=state_rewards, initial=first, constants=constants)
-    finally:
-        rec, b.record, b.record_states = b.record, None, None
-        b._ctx_states = b._ctx = None
-    dead = ~rec.enabled
-    n_dead = int(dead.sum())
-    if n_dead:
-        i = int(np.flatnonzero(dead)[0])
-        if strict:
-            raise PrismModelError(f"state {b.state_text(states[i])} is a deadlock (no command is enabled); "
-                                  f"{n_dead} deadlocked state{'s' if n_dead > 1 else ''} in all (strict mode)")
-        warn(f"{n_dead} deadlocked state{'s were' if n_dead > 1 else ' was'} fixed by adding a self-loop, as PRISM "
-             f"does (e.g. {b.state_text(states[i])})")
+    first = int(space.index(init[:1])[0])
+    if b.discrete:
+        if n_dead:
+            R = (R + sp.csr_matrix((np.ones(n_dead), (np.flatnonzero(dead), np.flatnonzero(dead))),
+                                   shape=(n, n))).tocsr()
+        chain = DTMC(space=space, P=R, cut_prob=np.zeros(n), rewards=state_rewards, initial=first,
+                     constants=constants)
+    else:
+        out = np.asarray(R.sum(axis=1)).ravel()
+        Q = (R - sp.diags(out, format="csr")).tocsr()
+        Q.sum_duplicates()
+        chain = CTMC(space=space, Q=Q, cut_rate=np.zeros(n), jumps=_jumps(R, states), rewards=state_rewards,
+                     initial=first, constants=constants)
     label_ctx = EvalContext(states, labels={"init": init_mask, "deadlock": dead})
     labels = {"init": init_mask, "deadlock": dead}
     for name, c in info.labels.items():
-        labels[name] = c.full(label_ctx)
+        labels[name] = np.broadcast_to(c.full(label_ctx), (n,)).copy()
     chain = replace(chain, labels=labels)
     structures = {}
     for k, key in enumerate(keys):
-        structures[key] = RewardStructure(key, state_rewards[key], rec.trans[k])
-    if b.discrete:
-        n_trans = int(chain.P.nnz)
-    else:
-        Q = chain.Q
-        n_trans = int(Q.nnz - np.count_nonzero(Q.diagonal()))
-    return BuiltModel(chain, info, structures, n_trans, n_dead, time.perf_counter() - t0)
+        structures[key] = RewardStructure(key, state_rewards[key], ex.extras[f"trans{k}"])
+    return BuiltModel(chain, info, structures, n_trans, n_dead, time.perf_counter() - t0, n_multi)
 
 
-def _check_dtmc(b: _Builder, states: np.ndarray) -> None:
-    rec = b.record
-    many = rec.choices > 1
-    if many.any():
-        i = int(np.flatnonzero(many)[0])
-        ctx = EvalContext(states[i:i + 1])
-        on = [ch for ch in b.choices if b.rows_of(ctx, ch)[0].size]
-        raise PrismModelError(
-            f"local nondeterminism in a dtmc: state {b.state_text(states[i])} enables {len(on)} choices ("
-            + "; ".join(ch.describe(b.src) for ch in on[:3]) + "); PRISM would pick one uniformly at random, "
-            "exactq refuses it (make the guards disjoint, or synchronise the modules)")
-    one = rec.choices == 1
-    off = one & (np.abs(rec.prob - 1.0) > PROB_TOL)
-    if off.any():
-        i = int(np.flatnonzero(off)[0])
-        ch = b.choices[int(rec.last_choice[i])]
-        raise PrismModelError(f"the probabilities of {ch.describe(b.src)} sum to {rec.prob[i]:.12g}, not 1, in state "
-                              f"{b.state_text(states[i])}")
+def _jumps(R: sp.csr_matrix, states: np.ndarray) -> np.ndarray:
+    """The largest change of each variable in one transition of ``R`` (for the LU orderings)."""
+    n = R.shape[0]
+    out = np.zeros(states.shape[1], dtype=np.int64)
+    per_row = max(1, R.nnz // max(n, 1))
+    step = max(1, (1 << 22) // per_row)
+    for a in range(0, n, step):  # blocks of rows (about 4M transitions each), one column at a time
+        b = min(n, a + step)
+        lo, hi = R.indptr[a], R.indptr[b]
+        r = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(R.indptr[a:b + 1]))
+        c = R.indices[lo:hi]
+        for j in range(states.shape[1]):
+            x = states[:, j]
+            out[j] = max(out[j], int(np.abs(x[c] - x[r]).max(initial=0)))
+    return out

@@ -42,11 +42,13 @@ __all__ = ["ChainModel", "PrismModel", "ExplicitModel", "load_prism", "load_expl
            "is_prism_path", "constant_ranges", "expand_ranges", "describe_prism"]
 
 PRISM_SUFFIXES = (".sm", ".prism", ".pm", ".nm", ".smg")
+#: a chain's explicit files (exactq export): PRISM's transitions, Matrix Market
+EXPLICIT_SUFFIXES = (".tra", ".mtx")
 
 
 def is_prism_path(text: str) -> bool:
     """Whether a command-line model argument names a PRISM file (by suffix, or an existing file)."""
-    return text.endswith(PRISM_SUFFIXES) or text.endswith(".tra") or os.path.isfile(text)
+    return text.endswith(PRISM_SUFFIXES) or text.endswith(EXPLICIT_SUFFIXES) or os.path.isfile(text)
 
 
 def parse_constants(constants) -> dict:
@@ -444,7 +446,7 @@ class ExplicitModel(ChainModel):
 
     def _build(self) -> Built:
         chain = self._chain
-        rewards = {k: RewardStructure(k, np.asarray(v, dtype=float)) for k, v in chain.rewards.items()}
+        rewards = dict(self._rewards)
         if isinstance(chain, DTMC):
             n_trans = int(chain.P.nnz)
         else:
@@ -457,155 +459,38 @@ class ExplicitModel(ChainModel):
 
         chain = self.built.chain
         src = Source(source_name, text)
-        variables = {name: VarInfo(name, "int", int(chain.states[:, k].min()), int(chain.states[:, k].max()), None,
-                                   None, k, 1, 1) for k, name in enumerate(chain.space.names)}
+        variables = {name: VarInfo(name, "bool" if name in self._bool_vars else "int", int(chain.states[:, k].min()),
+                                   int(chain.states[:, k].max()), None, None, k, 1, 1)
+                     for k, name in enumerate(chain.space.names)}
         sym = Symbols(src, variables=variables, builtin_labels=tuple(chain.labels))
         return compile_properties(text, sym, self.kind, source_name=source_name, errors=errors,
                                   constants=constants)[0]
 
 
 def load_explicit(path: str, *, kind: str | None = None) -> ExplicitModel:
-    """Read ``path`` (a ``.tra`` file, with the ``.sta`` and ``.lab`` beside it) as a model.
+    """Read ``path`` (a ``.tra`` or ``.mtx`` file, with the ``.sta``, ``.lab`` and reward files beside it) as a model.
 
-    ``kind`` is inferred when not given (``dtmc`` when every row sums to 1), as in
-    :func:`exactq.prism.explicit.read_explicit`.
+    ``kind`` is inferred when not given, as in :func:`exactq.prism.explicit.read_explicit`
+    and :func:`exactq.prism.explicit.read_mtx`; the reward structures of the ``.srew``
+    and ``.trew`` files are its ``reward:NAME`` measures and its ``R{"NAME"}`` properties.
     """
-    from .explicit import read_explicit
+    from .explicit import read_model
 
     t0 = time.perf_counter()
-    chain = read_explicit(path, kind=kind)
+    files = read_model(path, kind=kind)
+    chain = files.chain
     kind = "dtmc" if isinstance(chain, DTMC) else "ctmc"
-    measures, default = _measures([], list(chain.labels))
+    measures, default = _measures(list(files.rewards), list(chain.labels))
     name = os.path.splitext(os.path.basename(path))[0]
     cls = _chain_class(ExplicitModel, name, kind, measures, default, f"explicit {kind} {os.path.basename(path)}")
     cls._chain = chain
+    cls._rewards = files.rewards
+    cls._bool_vars = frozenset(files.bool_vars)
     cls._seconds = time.perf_counter() - t0
     return cls(path=str(path))
 
 
 # ============================================================================ plug-ins
-_KIND_OF = {int: "int", float: "float", bool: "bool", str: "str"}
-
-
-class FunctionModel(ChainModel):
-    """A plug-in model made from a function returning a CTMC (see :func:`register`)."""
-
-    _function: ClassVar[Callable] = None
-    _expressions: ClassVar[dict] = {}
-
-    def _build(self) -> Built:
-        t0 = time.perf_counter()
-        chain = type(self)._function(**self.params())
-        want = CTMC if self.kind == "ctmc" else DTMC
-        if not isinstance(chain, want):
-            raise ModelError(f"plug-in model {self.name}: the function must return a {want.__name__}; got "
-                             f"{type(chain).__name__}")
-        rewards = {k: RewardStructure(k, np.asarray(v, dtype=float)) for k, v in chain.rewards.items()}
-        return Built(chain, rewards, int(chain.Q.nnz) if self.kind == "ctmc" else int(chain.P.nnz),
-                     time.perf_counter() - t0)
-
-    def _value(self, measure: str, chain, sol) -> float:
-        values = np.asarray(chain.evaluate(type(self)._expressions[measure]))
-        return sol.probability(values) if values.dtype == bool else sol.expect(values.astype(float))
-
-
-def _param_of(p: inspect.Parameter, fname: str) -> Param:
-    ann = p.annotation
-    if isinstance(ann, str):
-        ann = {"int": int, "float": float, "bool": bool, "str": str}.get(ann, ann)
-    kind = _KIND_OF.get(ann) if ann is not inspect.Parameter.empty else None
-    default = REQUIRED if p.default is inspect.Parameter.empty else p.default
-    if kind is None and default is not REQUIRED:
-        kind = _KIND_OF.get(type(default))
-    if kind is None:
-        raise ModelError(f"plug-in {fname}: parameter {p.name!r} needs an annotation (int, float, bool, str) or a "
-                         "default value")
-    if kind == "float" and default is not REQUIRED and isinstance(default, int):
-        default = float(default)
-    return Param(p.name, kind, f"parameter {p.name} of {fname}", default=default)
-
-
-def function_model(fn: Callable, *, name: str | None = None, measures: dict | None = None,
-                   summary: str | None = None, kind: str | None = None) -> type:
-    """The model class of a plug-in function ``fn(**params) -> CTMC`` (see :func:`register`)."""
-    sig = inspect.signature(fn)
-    params = []
-    for p in sig.parameters.values():
-        if p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
-            raise ModelError(f"plug-in {fn.__name__}: parameter {p.name!r} must be a plain keyword parameter")
-        params.append(_param_of(p, fn.__name__))
-    ret = sig.return_annotation
-    if kind is None:
-        kind = "dtmc" if ret is DTMC or ret == "DTMC" else "ctmc"
-    exprs: dict
-    if measures is None:
-        if any(p.default is REQUIRED for p in params):
-            raise ModelError(f"plug-in {fn.__name__}: give measures={{name: expression}} (it has required parameters, "
-                             "so its rewards and labels cannot be listed in advance)")
-        chain = fn()
-        exprs = {k: k for k in list(chain.rewards) + list(chain.labels)}
-        if not exprs:
-            raise ModelError(f"plug-in {fn.__name__}: the chain has no rewards or labels; give measures={{name: "
-                             "expression}}")
-    else:
-        exprs = {str(k): str(v) for k, v in dict(measures).items()}
-    model_name = name or fn.__name__.replace("_", "-")
-    fields = [(p.name, Any, dataclasses.field(default=None if p.default is REQUIRED else p.default))
-              for p in params]
-    doc = (fn.__doc__ or "").strip().splitlines()
-    mixin = _CTMCFactory if kind == "ctmc" else _DTMCFactory
-    cls = dataclasses.make_dataclass(
-        f"Plugin_{_ident(model_name)}", fields, bases=(mixin, FunctionModel), frozen=True,
-        namespace={"name": model_name, "summary": summary or (doc[0] if doc else f"plug-in model {model_name}"),
-                   "reference": f"plug-in: {fn.__module__}.{fn.__qualname__}", "parameters": tuple(params),
-                   "measures": {k: f"stationary mean of {v}" for k, v in exprs.items()},
-                   "default_measure": next(iter(exprs)), "methods": ("ctmc",) if kind == "ctmc" else ("dtmc",),
-                   "kind": kind, "_function": staticmethod(fn), "_expressions": exprs})
-    cls.__module__ = getattr(fn, "__module__", __name__)
-    return cls
-
-
-def register(obj=None, *, name: str | None = None, measures: dict | None = None, summary: str | None = None):
-    """Add a user's model to the catalogue at run time (``exactq.register_model``).
-
-    Parameters
-    ----------
-    obj : Model subclass or callable
-        A :class:`~exactq.catalogue.Model` subclass (registered as it is), or a
-        function ``fn(**params) -> CTMC`` whose keyword parameters, with annotations
-        ``int``/``float``/``bool``/``str`` or defaults, become the model's parameters.
-        Without ``obj``, returns a decorator.
-    name : str, optional
-        The model's name (default: the function's name with ``_`` as ``-``).
-    measures : dict of str -> str, optional
-        Measure name -> expression of the chain's variables, rewards and labels
-        (``"q1 + q2"``, ``"q2 = K"``); its stationary mean (a probability for a
-        condition) is the measure. Default: the chain's rewards and labels, by name.
-    summary : str, optional
-
-    Returns
-    -------
-    The object given (so that it can be used as a decorator).
-
-    Raises
-    ------
-    ValueError
-        If the name is already taken by another model.
-    """
-    if obj is None:
-        return lambda o: register(o, name=name, measures=measures, summary=summary)
-    from exactq import catalogue
-
-    catalogue._load()
-    if isinstance(obj, type) and issubclass(obj, Model):
-        catalogue.register_model(obj)
-        return obj
-    if not callable(obj):
-        raise ModelError(f"register_model needs a Model subclass or a function; got {type(obj).__name__}")
-    cls = function_model(obj, name=name, measures=measures, summary=summary)
-    catalogue.register_model(cls)
-    try:
-        obj.__exactq_model__ = cls.name  # an entry point naming this function needs no second registration
-    except (AttributeError, TypeError):
-        pass
-    return obj
+# The plug-in registration lives in exactq.plugins (a core module: loading a plug-in needs no PRISM parser);
+# these names stay importable from here.
+from exactq.plugins import FunctionModel, function_model, register  # noqa: E402,F401

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 import exactq
-from exactq.reproduce import format_table, have_matplotlib, new_figure, register_reproduction
+from exactq.progress import Job, Stage, steps
+from exactq.reproduce import format_table, have_matplotlib, register_reproduction
 
 __all__ = ["reproduce_aoi", "walk_source"]
 
@@ -67,9 +68,13 @@ def walk_source(m: int = 32, jumps=(0.4, 0.25, 0.15, 0.1, 0.06, 0.04)) -> np.nda
     return P
 
 
-def _erasure_table(deltas) -> list[dict]:
+#: seconds per point of each part in one default run (the progress ETA's cost model)
+COST = {"erasure": 2.8, "thresholds": 0.85, "ordering": 0.3}
+
+
+def _erasure_table(deltas, *, stage: Stage | None = None) -> list[dict]:
     rows = []
-    for d in deltas:
+    for d in steps(stage, deltas, [f"erasure probability {float(x):.3g}" for x in deltas]):
         row = {"erasure_prob": float(d)}
         for name, extra in SCHEMES.items():
             row[name] = _solve("mean_age", erasure_prob=float(d), **BASE, **extra).value
@@ -115,11 +120,20 @@ def _fmt(rows: list[dict], cols: list[str]) -> str:
 
 @register_reproduction("aoi", "age of information with differential encoding: mean age against the erasure "
                               "probability, the Markov-source threshold trade-off, the stochastic ordering")
-def reproduce_aoi(out_dir: Path | None, full: bool = False) -> str:
-    deltas = np.linspace(0.0, 0.5, 26 if full else 11)
-    erasure = _erasure_table(deltas)
-    thresholds, best = _threshold_table(0.25, 8)
-    order = _ordering(0.3)
+def reproduce_aoi(out_dir: Path | None, full: bool = False, *, scale: str | None = None, progress=None) -> str:
+    """The three parts (module docstring); ``scale="smoke"`` takes three erasure probabilities (0, 0.3, 0.5)."""
+    scale = scale or ("full" if full else "default")  # full=True: the former switch, kept
+    deltas = np.array([0.0, 0.3, 0.5]) if scale == "smoke" else np.linspace(0.0, 0.5, 26 if scale == "full" else 11)
+    job = Job("aoi", progress)
+    st = [job.stage("mean age against the erasure probability", [COST["erasure"]] * len(deltas)),
+          job.stage("Markov source: the threshold trade-off", [COST["thresholds"]]),
+          job.stage("stochastic ordering of the age", [COST["ordering"]])]
+    erasure = _erasure_table(deltas, stage=st[0])
+    for _ in st[1].each(["all thresholds"]):
+        thresholds, best = _threshold_table(0.25, 8)
+    for _ in st[2].each(["delta = 0.3"]):
+        order = _ordering(0.3)
+    job.close()
     text = [
         "Mean age (periods) against the erasure probability delta: n = 10 bits, b_A = 8, b_D = 4 "
         "(generalized: threshold_prob = 0.5; periodic: L = 3, no feedback)",
@@ -145,36 +159,40 @@ def reproduce_aoi(out_dir: Path | None, full: bool = False) -> str:
     return "\n".join(text)
 
 
-def _figures(out_dir: Path, erasure, thresholds, order) -> None:
-    fig = new_figure(figsize=(6, 4))
-    ax = fig.add_subplot()
+def _figures(out_dir: Path, erasure, thresholds, order) -> list[str]:
+    """The three figures; returns the problems :func:`figures.save` found (none expected)."""
+    from exactq.reproduce.figures import integer_axis, new_axes, save
+
+    problems = []
+    fig, ax = new_axes(figsize=(6.4, 4.2))
     d = [r["erasure_prob"] for r in erasure]
     for name in SCHEMES:
         ax.plot(d, [r[name] for r in erasure], marker="o", ms=3, label=name)
-    ax.set_xlabel("erasure probability")
+    ax.set_xlabel("erasure probability of a transmitted update")
     ax.set_ylabel("mean age (periods)")
     ax.set_yscale("log")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "aoi_mean_age.png", dpi=120)
+    ax.set_title("Age of information of a 10-bit source: actual updates (8 bits) or differential\nones (4 bits; "
+                 "generalized: half of the time; periodic: every 3rd actual, no feedback)", fontsize=9)
+    problems += save(fig, out_dir / "aoi_mean_age.png")
 
-    fig = new_figure(figsize=(6, 4))
-    ax = fig.add_subplot()
+    fig, ax = new_axes(figsize=(6.4, 4.2))
     k = [r["threshold"] for r in thresholds]
     ax.plot(k, [r["mean_age"] for r in thresholds], marker="o", label="mean age")
     ax.plot(k, [r["mean_peak_age"] for r in thresholds], marker="s", label="mean peak age")
-    ax.set_xlabel("encoding threshold k")
+    ax.set_xlabel("encoding threshold k (largest increment sent differentially)")
     ax.set_ylabel("age (periods)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "aoi_threshold.png", dpi=120)
+    ax.set_title("Markov source (random walk on 32 states), 8-bit codewords, erasure 0.25:\na larger threshold "
+                 "sends more differential updates, each needs more bits", fontsize=9)
+    integer_axis(ax, "x")
+    problems += save(fig, out_dir / "aoi_threshold.png")
 
-    fig = new_figure(figsize=(6, 4))
-    ax = fig.add_subplot()
+    fig, ax = new_axes(figsize=(6.4, 4.2))
     for name, tail in order["tails"].items():
         ax.semilogy(np.arange(1, len(tail) + 1), np.maximum(tail, 1e-16), label=name)
     ax.set_xlabel("x (periods)")
     ax.set_ylabel("P(age > x)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "aoi_ordering.png", dpi=120)
+    ax.set_title(f"Tail of the age at erasure probability {order['erasure_prob']:g}: differential <= generalized "
+                 "<= actual\nin the stochastic order (each curve lies below the next)", fontsize=9)
+    integer_axis(ax, "x")
+    problems += save(fig, out_dir / "aoi_ordering.png")
+    return problems

@@ -35,8 +35,9 @@ import numpy as np
 
 import exactq
 from exactq.catalogue import solve_representation
+from exactq.progress import Job, Stage, steps
 from exactq.representations.pdmp import CDFPair
-from exactq.reproduce import format_table, have_matplotlib, new_figure, register_reproduction
+from exactq.reproduce import format_table, have_matplotlib, register_reproduction
 
 __all__ = ["reproduce_awp"]
 
@@ -44,6 +45,9 @@ PROTOCOLS = ("newreno", "scalable", "highspeed")
 SCALABLE_A = 0.01
 SCALABLE_NU = 0.875
 HS_EXPONENTS = (0.5, 0.6, 0.7, 0.835, 0.9, 1.0)
+#: seconds per point of each part in one default run (the progress ETA's cost model)
+COST = {"mean": 0.56, "stability": 0.01, "escape": 0.05, "gamma": 0.01, "highspeed": 0.72, "shape": 1.2,
+        "ordering": 1.2}
 
 
 def _solve(measure: str, method: str = "auto", **params):
@@ -52,9 +56,9 @@ def _solve(measure: str, method: str = "auto", **params):
         return exactq.solve("awp", measure, method=method, **params)
 
 
-def _mean_window_table(losses) -> list[dict]:
+def _mean_window_table(losses, *, stage: Stage | None = None) -> list[dict]:
     rows = []
-    for p in losses:
+    for p in steps(stage, losses, [f"p = {float(x):.2g}" for x in losses]):
         row = {"p": p}
         for proto in PROTOCOLS:
             a = _solve("mean_window", "analytic", preset=proto, loss_prob=p)
@@ -108,9 +112,9 @@ def _gamma_table() -> list[dict]:
     return rows
 
 
-def _highspeed_table(losses) -> list[dict]:
+def _highspeed_table(losses, *, stage: Stage | None = None) -> list[dict]:
     rows = []
-    for S in HS_EXPONENTS:
+    for S in steps(stage, HS_EXPONENTS, [f"S = {x:g}" for x in HS_EXPONENTS]):
         means = [_solve("mean_window", preset="highspeed", loss_prob=p, response_exponent=S).value for p in losses]
         slope = -np.polyfit(np.log(losses), np.log(means), 1)[0]
         row = {"S": S, "alpha": 2 - 1 / S, "slope": float(slope)}
@@ -175,16 +179,28 @@ def _fmt(rows: list[dict], cols: list[str]) -> str:
 
 @register_reproduction("awp", "adaptive window protocols: NewReno, Scalable and HighSpeed TCP windows, stability, "
                               "ordering by window bounds (Altman et al. 2005)")
-def reproduce_awp(out_dir: Path | None, full: bool = False) -> str:
-    losses = np.logspace(-7, -1, 25 if full else 13)
-    hs_losses = np.logspace(-6, -2, 9 if full else 5)
-    mean = _mean_window_table(losses)
-    region = _stability_table()
-    escape = _escape_table()
-    gamma = _gamma_table()
-    hs = _highspeed_table(hs_losses)
-    shape = _shape_comparison()
-    order = _ordering()
+def reproduce_awp(out_dir: Path | None, full: bool = False, *, scale: str | None = None, progress=None) -> str:
+    """The four parts (module docstring); ``scale="smoke"`` takes three loss probabilities per sweep."""
+    scale = scale or ("full" if full else "default")  # full=True: the former switch, kept
+    losses = np.logspace(-7, -1, {"full": 25, "smoke": 3}.get(scale, 13))
+    hs_losses = np.logspace(-6, -2, {"full": 9, "smoke": 3}.get(scale, 5))
+    job = Job("awp", progress)
+    st = [job.stage("mean window against the loss probability", [COST["mean"]] * len(losses)),
+          job.stage("stability of Scalable TCP", [COST["stability"] + COST["escape"] + COST["gamma"]]),
+          job.stage("HighSpeed TCP by its response exponent", [COST["highspeed"]] * len(HS_EXPONENTS)),
+          job.stage("laws of W / E[W]", [COST["shape"]]),
+          job.stage("window bounds and stochastic order", [COST["ordering"]])]
+    mean = _mean_window_table(losses, stage=st[0])
+    for _ in st[1].each(["stability region, ceilings, window-dependent losses"]):
+        region = _stability_table()
+        escape = _escape_table()
+        gamma = _gamma_table()
+    hs = _highspeed_table(hs_losses, stage=st[2])
+    for _ in st[3].each(["p = 0.001"]):
+        shape = _shape_comparison()
+    for _ in st[4].each(["NewReno and constant-rate losses"]):
+        order = _ordering()
+    job.close()
     worst = max(r[f"{p}_numerical_rel_diff"] for r in mean for p in PROTOCOLS)
     text = [
         "Mean window E[W] (packets) against the per-packet loss probability p: analytic q-series; every value "
@@ -225,56 +241,53 @@ def reproduce_awp(out_dir: Path | None, full: bool = False) -> str:
     return "\n".join(text)
 
 
-def _figures(out_dir: Path, mean, hs, hs_losses, order) -> None:
+def _figures(out_dir: Path, mean, hs, hs_losses, order) -> list[str]:
+    """The four figures; returns the problems :func:`figures.save` found (none expected)."""
+    from exactq.reproduce.figures import new_axes, save
+
+    problems = []
     p = np.array([r["p"] for r in mean])
-    fig = new_figure(figsize=(5, 3.6))
-    ax = fig.add_subplot()
+    fig, ax = new_axes(figsize=(6.0, 4.2))
     for proto in PROTOCOLS:
         ax.loglog(p, [r[proto] for r in mean], marker=".", label=proto)
     ax.loglog(p, 0.12 / p**0.835, "k:", linewidth=0.8, label="RFC 3649: 0.12 / p^0.835")
-    ax.set_xlabel("loss probability p")
-    ax.set_ylabel("E[W] (packets)")
-    ax.set_title("Mean window against loss probability")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "awp_mean_window.png", dpi=120)
+    ax.set_xlabel("loss probability p per packet")
+    ax.set_ylabel("mean window E[W] (packets)")
+    ax.set_title("Mean congestion window of three TCP variants\nagainst the per-packet loss probability", fontsize=9)
+    problems += save(fig, out_dir / "awp_mean_window.png")
 
-    fig = new_figure(figsize=(5, 3.6))
-    ax = fig.add_subplot()
+    fig, ax = new_axes(figsize=(6.0, 4.2))
     nu = np.linspace(0.3, 0.97, 200)
     edge, finite = 1 / np.log(1 / nu), 1 / (1 - nu)
-    ax.fill_between(nu, edge, 60, color="tab:green", alpha=0.15, label="stable")
-    ax.plot(nu, edge, "tab:green", label="lam / a = 1 / ln(1/nu) (stability)")
-    ax.plot(nu, finite, "tab:blue", linestyle="--", label="lam / a = 1 / (1 - nu) (finite mean)")
-    ax.plot([SCALABLE_NU], [1 / math.log(1 / SCALABLE_NU)], "ko", markersize=4)
+    ax.fill_between(nu, edge, 60, color="tab:green", alpha=0.15, label="stable: lam / a > 1 / ln(1/nu)")
+    ax.plot(nu, edge, "tab:green", label="stability edge, lam / a = 1 / ln(1/nu)")
+    ax.plot(nu, finite, "tab:blue", linestyle="--", label="finite mean from lam / a = 1 / (1 - nu)")
+    ax.plot([SCALABLE_NU], [1 / math.log(1 / SCALABLE_NU)], "ko", markersize=4,
+            label=f"Scalable TCP's nu = {SCALABLE_NU:g}")
     ax.set_ylim(0, 40)
-    ax.set_xlabel("decrease factor nu")
+    ax.set_xlabel("decrease factor nu (W -> nu W at a loss)")
     ax.set_ylabel("loss rate / increase rate  lam / a")
-    ax.set_title("Scalable TCP, constant-rate losses, w_min = 1")
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(out_dir / "awp_scalable_stability.png", dpi=120)
+    ax.set_title("Scalable TCP with losses at a constant rate, window at least 1:\nwhere the window process is "
+                 "stable", fontsize=9)
+    problems += save(fig, out_dir / "awp_scalable_stability.png")
 
-    fig = new_figure(figsize=(5, 3.6))
-    ax = fig.add_subplot()
+    fig, ax = new_axes(figsize=(6.0, 4.2))
     for r in hs:
         ax.loglog(hs_losses, [r[f"EW(p={q:g})"] for q in hs_losses], marker=".", label=f"S = {r['S']:g}")
-    ax.set_xlabel("loss probability p")
-    ax.set_ylabel("E[W] (packets)")
-    ax.set_title("HighSpeed TCP by its response exponent S")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "awp_highspeed.png", dpi=120)
+    ax.set_xlabel("loss probability p per packet")
+    ax.set_ylabel("mean window E[W] (packets)")
+    ax.set_title("HighSpeed TCP by its response exponent S (RFC 3649: S = 0.835):\nE[W] falls like p^-S", fontsize=9)
+    problems += save(fig, out_dir / "awp_highspeed.png")
 
     x = np.array(order["grid"])
-    fig = new_figure(figsize=(9, 3.4))
-    for i, (title, case) in enumerate(order["cases"].items()):
-        ax = fig.add_subplot(1, 3, i + 1)
+    fig, axes = new_axes(1, 3, figsize=(10.5, 3.8))
+    for ax, (title, case) in zip(axes, order["cases"].items()):
         for label, F in case["cdf"].items():
-            ax.plot(x, F, label=label, linewidth=1)
-        ax.set_title(title, fontsize=8)
+            ax.plot(x, F, label=label.replace("=none", " none"), linewidth=1)
+        ax.set_title(f"NewReno, {title}" if "per-packet" in title else title, fontsize=8)
         ax.set_xlabel("W (packets)")
-        ax.legend(fontsize=6)
-    fig.axes[0].set_ylabel("P(W <= x)")
-    fig.tight_layout()
-    fig.savefig(out_dir / "awp_bounds_ordering.png", dpi=120)
+    axes[0].set_ylabel("P(W <= x)")
+    fig.suptitle("Window bounds and the stationary law of the window: a larger floor or ceiling gives a larger "
+                 "window,\nexcept a ceiling under per-packet losses (the CDFs cross)", fontsize=9)
+    problems += save(fig, out_dir / "awp_bounds_ordering.png", legend_kw={"fontsize": 7})
+    return problems

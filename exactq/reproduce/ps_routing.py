@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from exactq.api import model as build, solve
-from exactq.reproduce import have_matplotlib, new_figure, register_reproduction
+from exactq.progress import Job, Stage, steps
+from exactq.reproduce import have_matplotlib, register_reproduction
 
 __all__ = ["reproduce_ps_routing"]
 
@@ -51,9 +52,14 @@ def _reference():
     return rows
 
 
-def _equal_costs():
+#: seconds per point of each part in one default run (the progress ETA's cost model)
+COST = {"reference": 1.4, "family": 0.05, "random": 1.0, "unbounded": 0.03, "atomic": 2.7}
+
+
+def _equal_costs(*, sizes=range(2, 6), random_sizes=range(2, 7), instances: int = 400,
+                 stage: Stage | None = None, random_stage: Stage | None = None):
     rows = []
-    for n in range(2, 6):
+    for n in steps(stage, list(sizes), [f"n = {n}" for n in sizes]):
         for exponent in (2, 4, 6, 8):
             r = 10.0**exponent
             mu = np.array([1.0] * (n - 1) + [r])
@@ -63,22 +69,22 @@ def _equal_costs():
             rows.append({"n": n, "r": r, "poa": poa, "heavy_traffic_limit": limit, "bound": n})
     rng = np.random.default_rng(2011)
     random_rows = []
-    for n in range(2, 7):
+    for n in steps(random_stage, list(random_sizes), [f"{instances} instances of n = {n}" for n in random_sizes]):
         worst = 0.0
-        for _ in range(400):
+        for _ in range(instances):
             mu = 10.0 ** rng.uniform(-3, 3, n)
             rho = mu.sum() * (1 - 10.0 ** rng.uniform(-6, 0))
             worst = max(worst, _poa(mu, np.ones(n), rho)[0])
-        random_rows.append({"n": n, "instances": 400, "max_poa": worst, "bound": n})
+        random_rows.append({"n": n, "instances": instances, "max_poa": worst, "bound": n})
     return rows, random_rows
 
 
 _DISPATCHERS = (2, 4, 16)
 
 
-def _unbounded():
+def _unbounded(*, exponents=range(1, 9), stage: Stage | None = None):
     rows = []
-    for exponent in range(1, 9):
+    for exponent in steps(stage, list(exponents), [f"M = 1e{e}" for e in exponents]):
         big = 10.0**exponent
         mu, c, rho = np.array([1.0, 1.0]), np.array([1.0, big]), 1.0 - 1.0 / big
         poa, m = _poa(mu, c, rho)
@@ -93,11 +99,11 @@ def _unbounded():
     return rows
 
 
-def _atomic_worst_case():
+def _atomic_worst_case(*, grid_size=(13, 37), stage: Stage | None = None):
     """Largest atomic PoA on a grid of two-server instances mu = (1, 10^a), c = (1, 10^b)."""
     rows = []
-    grid = [(a, b) for a in np.linspace(0.5, 3.5, 13) for b in np.linspace(-9.0, 0.0, 37)]
-    for k in _DISPATCHERS:
+    grid = [(a, b) for a in np.linspace(0.5, 3.5, grid_size[0]) for b in np.linspace(-9.0, 0.0, grid_size[1])]
+    for k in steps(stage, _DISPATCHERS, [f"K = {k} dispatchers" for k in _DISPATCHERS]):
         worst, where = 0.0, None
         for a, b in grid:
             mu = np.array([1.0, 10.0**a])
@@ -109,26 +115,27 @@ def _atomic_worst_case():
     return rows
 
 
-def _plot(path, equal, unbounded):
-    fig = new_figure(figsize=(10, 4))
-    left, right = fig.subplots(1, 2)
+def _plot(path, equal, unbounded) -> list[str]:
+    """The two-panel figure; returns the problems :func:`figures.save` found (none expected)."""
+    from exactq.reproduce.figures import new_axes, save
+
+    fig, (left, right) = new_axes(1, 2, figsize=(11, 4.4))
     for n in sorted({r["n"] for r in equal}):
         rows = [r for r in equal if r["n"] == n]
-        line, = left.semilogx([r["r"] for r in rows], [r["poa"] for r in rows], "o-", label=f"n = {n}")
+        line, = left.semilogx([r["r"] for r in rows], [r["poa"] for r in rows], "o-", label=f"n = {n} servers")
         left.axhline(n, color=line.get_color(), ls=":")
-    left.set(xlabel="capacity r of the fast server", ylabel="price of anarchy",
-             title="equal costs: PoA < n (dotted)")
-    left.legend()
+    left.set(xlabel="capacity r of the one fast server (the others: 1)", ylabel="price of anarchy")
+    left.set_title("Equal holding costs, heavy traffic: the price of anarchy\napproaches its bound n (dotted) "
+                   "and never exceeds it", fontsize=9)
     m = [r["M"] for r in unbounded]
     right.loglog(m, [r["poa"] for r in unbounded], "o-", label="selfish jobs (Wardrop)")
     right.loglog(m, [r["sqrt(M)/2"] for r in unbounded], "k--", label="sqrt(M)/2")
     for k in _DISPATCHERS:
         right.loglog(m, [r["poa_atomic"][k] for r in unbounded], "s-", label=f"K = {k} dispatchers")
-    right.set(xlabel="cost ratio M", ylabel="price of anarchy",
-              title="mu = (1, 1), c = (1, M), rho = 1 - 1/M")
-    right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    right.set(xlabel="cost ratio M of the two servers", ylabel="price of anarchy")
+    right.set_title("Server-dependent costs, mu = (1, 1), c = (1, M), rho = 1 - 1/M: unbounded\nfor selfish "
+                    "jobs, below sqrt(K) for K atomic dispatchers", fontsize=9)
+    return save(fig, path)
 
 
 @register_reproduction(
@@ -136,12 +143,29 @@ def _plot(path, equal, unbounded):
     "Altman, Ayesta & Prabhu (2011): PoA <= n servers for equal costs, unbounded with "
     "server-dependent costs; K atomic dispatchers (Ayesta, Brun & Prabhu 2011)",
 )
-def reproduce_ps_routing(out_dir: Path | None) -> str:
-    """Compute the tables (text); write ``ps_routing.json`` and ``ps_routing_poa.png`` to ``out_dir``."""
-    reference = _reference()
-    equal, random_rows = _equal_costs()
-    unbounded = _unbounded()
-    atomic = _atomic_worst_case()
+def reproduce_ps_routing(out_dir: Path | None, *, scale: str = "default", progress=None) -> str:
+    """Compute the tables (text); write ``ps_routing.json`` and ``ps_routing_poa.png`` to ``out_dir``.
+
+    ``scale="smoke"`` takes 20 random instances of two sizes and a 3 x 5 grid for the
+    atomic worst case (a quick check, not the paper's search).
+    """
+    smoke = scale == "smoke"
+    sizes, random_sizes, instances = (range(2, 4), range(2, 4), 20) if smoke else (range(2, 6), range(2, 7), 400)
+    grid = (3, 5) if smoke else (13, 37)
+    job = Job("ps-routing", progress)
+    st = [job.stage("reference case (closed form and convex)", [COST["reference"]]),
+          job.stage("equal costs: the fast-server family", [COST["family"]] * len(sizes)),
+          job.stage("equal costs: random instances", [COST["random"] * instances / 400] * len(random_sizes)),
+          job.stage("server-dependent costs", [COST["unbounded"]] * 8),
+          job.stage("atomic dispatchers: worst case on a grid",
+                    [COST["atomic"] * grid[0] * grid[1] / 481] * len(_DISPATCHERS))]
+    for _ in st[0].each(["mu = (1, 2), c = (1, 1), rho = 1.5"]):
+        reference = _reference()
+    equal, random_rows = _equal_costs(sizes=sizes, random_sizes=random_sizes, instances=instances,
+                                      stage=st[1], random_stage=st[2])
+    unbounded = _unbounded(stage=st[3])
+    atomic = _atomic_worst_case(grid_size=grid, stage=st[4])
+    job.close()
     lines = ["Reference case mu = (1, 2), c = (1, 1), rho = 1.5 (MODELS.md)",
              f"{'measure':<22}{'closed form':>28}{'convex (cvxpy)':>28}{'KKT residual':>14}"]
     for r in reference:

@@ -7,7 +7,8 @@
 * SED routing to Erlang servers (Adan & Wessels 1996): E[W] for r = 1, 2, 3 by the
   matrix-geometric method, the compensation series and the truncated CTMC.
 * Finite capacity (Yao & Knessl): blocking probability versus K and rho, exact against
-  the large-K approximations, and the marginal law of one queue across rho = 4.
+  the large-K approximations, and the marginal law of one queue at loads around rho = 4
+  (where the decay rate of the large-K corner limit changes form).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 import exactq
-from exactq.reproduce import format_table, have_matplotlib, new_figure, register_reproduction
+from exactq.progress import Job, Stage, steps
+from exactq.reproduce import format_table, have_matplotlib, register_reproduction
 
 __all__ = ["reproduce_shortest_queue"]
 
@@ -26,16 +28,31 @@ JSQ_LOADS = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
 SED_LOADS = (0.5, 0.7, 0.9)
 FC_LOADS = (1.0, 1.5, 2.0, 2.5, 4.0)
 FC_CAPACITIES = (5, 10, 20, 40)
+BOUND_THRESHOLDS = tuple(range(1, 11))
+#: the grids of ``scale="smoke"`` (a check of every table and figure in seconds, not the paper's values)
+SMOKE = {"jsq": (0.5, 0.9), "asym": (0.5,), "sed": (0.5,), "fc_loads": (1.0, 4.0), "fc_capacities": (5, 10),
+         "thresholds": (1, 2, 3)}
+DEFAULT = {"jsq": JSQ_LOADS, "asym": (0.5, 0.8, 0.9, 0.95), "sed": SED_LOADS, "fc_loads": FC_LOADS,
+           "fc_capacities": FC_CAPACITIES, "thresholds": BOUND_THRESHOLDS}
+#: the progress ETA's cost model, fitted to one default run: seconds per point ``base + c / (1 - rho)^2``
+#: (the truncated chains grow like the queue-length tail; SED at rho = 0.5, 0.7, 0.9: 0.5, 1.2, 10 s)
+COST = {"jsq": (0.04, 0.0029), "asym": (0.05, 0.009), "sed": (0.1, 0.1), "finite": (0.01, 0.0),
+        "marginals": (0.03, 0.0), "bounds": (0.03, 0.0)}
+
+
+def _cost(table: str, rho: float = 0.0) -> float:
+    base, c = COST[table]
+    return base + c / max(1.0 - rho, 1e-3) ** 2
 
 
 def _has_bounds() -> bool:
     return "bounds" in type(exactq.model("jsq", arrival_rate=1, service_rates="1,1")).methods
 
 
-def _jsq_table(threshold: int = 6) -> list[dict]:
+def _jsq_table(threshold: int = 6, *, loads=JSQ_LOADS, stage: Stage | None = None) -> list[dict]:
     rows = []
     bounds = _has_bounds()
-    for rho in JSQ_LOADS:
+    for rho in steps(stage, loads, [f"rho = {r:g}" for r in loads]):
         kw = dict(arrival_rate=2 * rho, service_rates="1,1")
         comp = exactq.solve("jsq", "mean_waiting_time", method="compensation", **kw)
         ctmc = exactq.solve("jsq", "mean_waiting_time", method="ctmc", **kw)
@@ -48,10 +65,10 @@ def _jsq_table(threshold: int = 6) -> list[dict]:
     return rows
 
 
-def _asymmetric_table(rates=(1.0, 2.0)) -> list[dict]:
+def _asymmetric_table(rates=(1.0, 2.0), *, loads=(0.5, 0.8, 0.9, 0.95), stage: Stage | None = None) -> list[dict]:
     """Asymmetric JSQ (Adan, Wessels & Zijm 1991): compensation vs CTMC, ties random and fastest."""
     rows = []
-    for rho in (0.5, 0.8, 0.9, 0.95):
+    for rho in steps(stage, loads, [f"rho = {r:g}" for r in loads]):
         kw = dict(arrival_rate=rho * sum(rates), service_rates=",".join(map(str, rates)))
         row = {"rho": rho}
         for ties in ("random", "fastest"):
@@ -64,10 +81,10 @@ def _asymmetric_table(rates=(1.0, 2.0)) -> list[dict]:
     return rows
 
 
-def _sed_table() -> list[dict]:
+def _sed_table(*, loads=SED_LOADS, stage: Stage | None = None) -> list[dict]:
     """E[W] by the matrix-geometric method (exact in the shorter queue) and the box-truncated CTMC."""
     rows = []
-    for rho in SED_LOADS:
+    for rho in steps(stage, loads, [f"rho = {r:g}" for r in loads]):
         row = {"rho": rho}
         for r in (1, 2, 3):
             kw = dict(arrival_rate=2 * rho, service_rates="1,1", phases=r)
@@ -78,22 +95,22 @@ def _sed_table() -> list[dict]:
     return rows
 
 
-def _finite_table() -> list[dict]:
+def _finite_table(*, loads=FC_LOADS, capacities=FC_CAPACITIES, stage: Stage | None = None) -> list[dict]:
     rows = []
-    for rho in FC_LOADS:
-        for K in FC_CAPACITIES:
-            kw = dict(arrival_rate=rho, service_rates="1,1", capacity=K)
-            ex = exactq.solve("jsq", "blocking_probability", **kw).value
-            ap = exactq.solve("jsq", "blocking_probability", method="asymptotic", **kw).value
-            rows.append({"rho": rho, "K": K, "block_exact": ex, "block_asymptotic": ap,
-                         "relative_error": abs(ap / ex - 1) if ex > 0 else 0.0})
+    points = [(rho, K) for rho in loads for K in capacities]
+    for rho, K in steps(stage, points, [f"rho = {r:g}, K = {K}" for r, K in points]):
+        kw = dict(arrival_rate=rho, service_rates="1,1", capacity=K)
+        ex = exactq.solve("jsq", "blocking_probability", **kw).value
+        ap = exactq.solve("jsq", "blocking_probability", method="asymptotic", **kw).value
+        rows.append({"rho": rho, "K": K, "block_exact": ex, "block_asymptotic": ap,
+                     "relative_error": abs(ap / ex - 1) if ex > 0 else 0.0})
     return rows
 
 
-def _marginals(K: int = 20, loads=(3.0, 4.0, 5.0)) -> dict:
+def _marginals(K: int = 20, loads=(3.0, 4.0, 5.0), *, stage: Stage | None = None) -> dict:
     """P(Q2 = n) of the finite system for loads around rho = 4: exact chain and the corner limit."""
     out = {}
-    for rho in loads:
+    for rho in steps(stage, loads, [f"rho = {r:g}" for r in loads]):
         kw = dict(arrival_rate=rho, service_rates="1,1", capacity=K)
         out[str(rho)] = {
             "exact": exactq.solve("jsq", "queue_length_distributions", method="ctmc", **kw).value[1],
@@ -116,9 +133,9 @@ def _fmt(rows: list[dict], cols: list[str]) -> str:
     return format_table(rows, cols, width=16, digits=10)
 
 
-def _bounds_vs_threshold(rho: float = 0.9, thresholds=range(1, 11)) -> list[dict]:
+def _bounds_vs_threshold(rho: float = 0.9, thresholds=BOUND_THRESHOLDS, *, stage: Stage | None = None) -> list[dict]:
     rows = []
-    for T in thresholds:
+    for T in steps(stage, thresholds, [f"T = {t}" for t in thresholds]):
         try:
             b = exactq.solve("jsq", "mean_waiting_time", method="bounds", threshold=T,
                              arrival_rate=2 * rho, service_rates="1,1")
@@ -129,8 +146,11 @@ def _bounds_vs_threshold(rho: float = 0.9, thresholds=range(1, 11)) -> list[dict
 
 
 @register_reproduction("shortest-queue", "JSQ by compensation/CTMC/bounds, SED for Erlang servers, finite capacity")
-def reproduce_shortest_queue(out_dir: Path | None) -> str:
+def reproduce_shortest_queue(out_dir: Path | None, *, scale: str = "default", progress=None) -> str:
     """The tables (and, with ``out_dir`` and matplotlib, the figures) of the shortest-queue papers.
+
+    ``scale="smoke"`` computes every table on a few points (module constants ``SMOKE``);
+    ``full`` is the default run.
 
     Examples
     --------
@@ -140,14 +160,28 @@ def reproduce_shortest_queue(out_dir: Path | None) -> str:
     >>> bool(r.lower <= 1.42632075 <= r.upper and abs(r.info["jockeying"]["value"] - 1 / 0.75) < 1e-12)
     True
     """
-    jsq = _jsq_table()
-    asym = _asymmetric_table()
-    sed = _sed_table()
-    fc = _finite_table()
-    marg = _marginals()
-    cols = ["rho", "EW_compensation", "EW_ctmc", "ctmc_states"] + (["EW_lower", "EW_upper"] if _has_bounds() else [])
+    g = SMOKE if scale == "smoke" else DEFAULT
+    bounds = _has_bounds()
+    job = Job("shortest-queue", progress)
+    st = {"jsq": job.stage("symmetric JSQ: compensation, CTMC, bounds", [_cost("jsq", r) for r in g["jsq"]]),
+          "asym": job.stage("asymmetric JSQ", [_cost("asym", r) for r in g["asym"]]),
+          "sed": job.stage("SED routing to Erlang servers", [_cost("sed", r) for r in g["sed"]]),
+          "fc": job.stage("finite capacity: blocking",
+                          [_cost("finite")] * (len(g["fc_loads"]) * len(g["fc_capacities"]))),
+          "marg": job.stage("finite capacity: marginal law", [_cost("marginals")] * 3)}
+    if bounds:
+        st["bt"] = job.stage("JSQ bounds against the threshold", [_cost("bounds")] * len(g["thresholds"]))
+    jsq = _jsq_table(loads=g["jsq"], stage=st["jsq"])
+    asym = _asymmetric_table(loads=g["asym"], stage=st["asym"])
+    sed = _sed_table(loads=g["sed"], stage=st["sed"])
+    fc = _finite_table(loads=g["fc_loads"], capacities=g["fc_capacities"], stage=st["fc"])
+    marg = _marginals(stage=st["marg"])
+    bt = _bounds_vs_threshold(thresholds=g["thresholds"], stage=st["bt"]) if bounds else []
+    job.close()
+    cols = ["rho", "EW_compensation", "EW_ctmc", "ctmc_states"] + (["EW_lower", "EW_upper"] if bounds else [])
     text = [
-        "Symmetric JSQ, two unit-rate servers, arrivals 2 rho: mean waiting time E[W] (excluding service)",
+        "Symmetric JSQ, two unit-rate servers, arrivals 2 rho: mean waiting time E[W] (excluding service)"
+        + (" [smoke scale: a few points only]" if scale == "smoke" else ""),
         _fmt(jsq, cols),
         "",
         "Asymmetric JSQ, rates 1 and 2, arrivals 3 rho: E[W], compensation (binary tree of product forms) "
@@ -167,11 +201,11 @@ def reproduce_shortest_queue(out_dir: Path | None) -> str:
         _fmt(_marginal_rows(marg), ["rho", "decay_exact", "decay_asymptotic", "max(4/rho^2,1/rho)",
                                     "max_abs_error"]),
     ]
-    bt = _bounds_vs_threshold() if _has_bounds() else []
     if bt:
         text += ["", "Bounds on E[W] at rho = 0.9 versus threshold T", _fmt(bt, ["T", "lower", "upper"])]
     if out_dir is not None:
-        data = {"jsq": jsq, "asymmetric_jsq": asym, "sed": sed, "finite_capacity": fc, "marginals_K20": marg, "bounds_vs_T": bt}
+        data = {"scale": scale, "jsq": jsq, "asymmetric_jsq": asym, "sed": sed, "finite_capacity": fc,
+                "marginals_K20": marg, "bounds_vs_T": bt}
         (out_dir / "shortest_queue.json").write_text(json.dumps(data, indent=1))
         if have_matplotlib():
             _figures(out_dir, marg, bt)
@@ -179,32 +213,34 @@ def reproduce_shortest_queue(out_dir: Path | None) -> str:
     return "\n".join(text)
 
 
-def _figures(out_dir: Path, marg: dict, bt: list[dict]) -> None:
-    fig = new_figure(figsize=(5, 3.5))
-    ax = fig.subplots()
+def _figures(out_dir: Path, marg: dict, bt: list[dict]) -> list[str]:
+    """The marginal-law and bounds figures; returns the problems :func:`figures.save` found (none expected)."""
+    from exactq.reproduce.figures import integer_axis, new_axes, save
+
+    problems = []
+    fig, ax = new_axes(figsize=(6.4, 4.2))
     for rho, d in marg.items():
-        line, = ax.semilogy(range(len(d["exact"])), d["exact"], marker=".", linestyle="none",
-                            label=f"rho = {rho}, exact")
-        ax.semilogy(range(len(d["asymptotic"])), d["asymptotic"], "-", color=line.get_color(), linewidth=0.8,
-                    label=f"rho = {rho}, corner limit")
-    ax.set_xlabel("n (jobs at queue 2)")
+        line, = ax.semilogy(range(len(d["exact"])), d["exact"], marker="o", ms=4, linestyle="none",
+                            label=f"rho = {float(rho):g}")
+        ax.semilogy(range(len(d["asymptotic"])), d["asymptotic"], "-", color=line.get_color(), linewidth=0.9)
+    ax.set_xlabel("n, jobs at queue 2")
     ax.set_ylabel("P(Q2 = n)")
-    ax.set_title("Finite capacity K = 20: marginal across rho = 4")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "finite_capacity_marginal.png", dpi=120)
+    ax.set_title("Two shortest-queue servers, capacity K = 20 each, overloaded (rho = lambda / mu):\n"
+                 "the law of one queue, exact chain (dots) against the large-K corner limit (lines)", fontsize=9)
+    integer_axis(ax, "x")
+    problems += save(fig, out_dir / "finite_capacity_marginal.png")
     pts = [r for r in bt if r.get("lower") is not None]
     if pts:
-        fig = new_figure(figsize=(5, 3.5))
-        ax = fig.subplots()
+        fig, ax = new_axes(figsize=(6.4, 4.2))
         T = [r["T"] for r in pts]
         exact = exactq.solve("jsq", "mean_waiting_time", method="compensation", arrival_rate=1.8,
                              service_rates="1,1").value
-        ax.semilogy(T, [(exact - r["lower"]) / exact for r in pts], "o-", label="exact - lower (jockeying)")
-        ax.semilogy(T, [(r["upper"] - exact) / exact for r in pts], "s-", label="upper - exact (blocking)")
-        ax.set_xlabel("threshold T")
-        ax.set_ylabel("relative distance to exact E[W]")
-        ax.set_title("JSQ bounds at rho = 0.9")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out_dir / "jsq_bounds.png", dpi=120)
+        ax.semilogy(T, [(exact - r["lower"]) / exact for r in pts], "o-", label="exact - lower bound (jockeying)")
+        ax.semilogy(T, [(r["upper"] - exact) / exact for r in pts], "s-", label="upper bound - exact (blocking)")
+        ax.set_xlabel("threshold T of the modified systems")
+        ax.set_ylabel("relative distance to the exact E[W]")
+        ax.set_title("Two shortest-queue servers at rho = 0.9: how fast the threshold\nbounds on the mean wait "
+                     "close in on the exact value (compensation series)", fontsize=9)
+        integer_axis(ax, "x")
+        problems += save(fig, out_dir / "jsq_bounds.png")
+    return problems

@@ -42,7 +42,7 @@ def test_models_lists_every_core_model_with_parameters_measures_methods(capsys):
         methods_line = [line for line in block.splitlines() if line.startswith("  methods: ")][0]
         for m in methods:
             assert m in methods_line
-    assert "arrival_rate (float, required; > 0)" in out
+    assert "arrival_rate (float, required; > 0; total over all servers" in out  # the scope follows the rule
     assert "capacity (int_or_inf, default inf; >= 1)" in out
     assert "mean_number (default)" in out
 

@@ -266,7 +266,7 @@ def test_rule_text(param, rule):
 def test_describe_is_json_ready():
     d = CAPACITY.describe()
     assert d == {"name": "capacity", "kind": "int_or_inf", "doc": "jobs per queue", "required": False,
-                 "default": "inf", "rule": ">= 1"}
+                 "default": "inf", "rule": ">= 1", "scope": None, "scope_doc": "", "aliases": []}
     d = RATES.describe()
     assert d["required"] is True and d["default"] is None
     assert Param("r", "floats", "", default=(1.0, 2.0)).describe()["default"] == [1.0, 2.0]

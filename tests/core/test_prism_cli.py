@@ -73,7 +73,7 @@ def test_check_text_output_warnings_and_errors(capsys):
     code, out, err = run(capsys, "check", "mm1", "arrival_rate=0.5", "S=? [ n = 0 ]", "--const", "K=3")
     assert code == 2 and "--const, --props and --prop apply to PRISM files" in err
     code, out, err = run(capsys, "check", "mm1")
-    assert code == 2 and "QUERY" in err
+    assert code == 2 and "give one query" in err
     code, out, err = run(capsys, "check", "missing.sm", "S=? [ true ]")
     assert code == 2 and err.startswith("exactq: error: cannot read the PRISM file missing.sm")
 
@@ -92,7 +92,8 @@ def test_export_prism_explicit_and_read_it_back(capsys, tmp_path):
                          "--format", "prism-explicit", "--out", prefix)
     assert code == 0, err
     files = out.split()
-    assert files == [f"{prefix}.tra", f"{prefix}.sta", f"{prefix}.lab", f"{prefix}.jobs.srew", f"{prefix}.served.srew"]
+    assert files == [f"{prefix}.tra", f"{prefix}.sta", f"{prefix}.lab", f"{prefix}.1.srew", f"{prefix}.2.srew",
+                     f"{prefix}.2.trew"]  # "served" has transition rewards only
     sta = (tmp_path / "jsq.sta").read_text().splitlines()
     assert sta[0] == "(q1,q2)" and sta[1] == "0:(0,0)" and len(sta) == 17
     lab = (tmp_path / "jsq.lab").read_text().splitlines()
@@ -118,7 +119,8 @@ def test_export_a_builtin_model_and_matrix_market(capsys, tmp_path):
     code, out, err = run(capsys, "export", "mmck", "arrival_rate=2", "servers=2", "capacity=4", "--format", "mtx",
                          "--out", tmp_path / "q")
     assert code == 0, err
-    Q = scipy.io.mmread(out.strip()).toarray()
+    assert out.split()[1:] == [str(tmp_path / "q.sta"), str(tmp_path / "q.lab")]  # the states it refers to
+    Q = scipy.io.mmread(out.split()[0]).toarray()
     chain = exactq.model("mmck", arrival_rate=2, servers=2, capacity=4).ctmc()
     assert np.array_equal(Q, chain.Q.toarray())
     code, out, err = run(capsys, "export", "mm1", "arrival_rate=0.5", "--format", "prism-explicit", "--out",

@@ -141,7 +141,8 @@ def test_property_constructs_outside_the_fragment_are_refused(prop, construct):
     assert construct in msg, msg
 
 
-def test_dtmc_local_nondeterminism_is_refused_naming_the_state_and_the_commands():
+def test_dtmc_local_nondeterminism_is_randomised_uniformly_as_prism_does():
+    # PRISM and Storm take each of the k enabled choices with probability 1/k, with a warning
     text = """dtmc
 module q
   n : [0..2];
@@ -150,11 +151,11 @@ module q
   [] n = 2 -> (n'=0);
 endmodule
 """
-    with pytest.raises(PrismModelError) as exc:
-        load(text).built
-    msg = one_line(exc)
-    assert "local nondeterminism in a dtmc: state (n=0) enables 2 choices" in msg
-    assert "line 4, column 3" in msg and "line 5, column 3" in msg
+    from exactq.prism import PrismWarning
+
+    with pytest.warns(PrismWarning, match=r"1 state of the dtmc enables more than one choice \(e.g. \(n=0\): 2"):
+        P = load(text).built.chain.P.toarray()
+    assert P.tolist() == [[0.0, 0.5, 0.5], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
 
 
 def test_dtmc_probabilities_must_sum_to_one():

@@ -151,3 +151,238 @@ def test_entry_points_install_plugins_and_a_broken_one_is_reported(tmp_path):
     r = cli("solve", "broken-plugin")
     assert r.returncode == 2 and "failed to load" in r.stderr and "missing_dependency_of_the_plugin" in r.stderr
     assert r.stderr.count("exactq: error") == 1
+
+
+# ---------------------------------------------------------------- plug-ins at arm's length
+def _birth_death(rate, size=3):
+    space = StateSpace.box(["k"], hi=[size])
+    return build_ctmc(space, [Event("up", lambda s: (rate * (s[:, 0] < size), s + 1)),
+                              Event("down", lambda s: (1.0 * (s[:, 0] > 0), s - 1))],
+                      labels={"top": space.states[:, 0] == size})
+
+
+def test_a_plugins_own_exception_is_reported_as_its_own(monkeypatch):
+    def strict_rate_plugin(rate: float = 1.0):
+        if rate < 0:
+            raise ValueError(f"rate must be >= 0; got {rate}")
+        if rate > 100:
+            raise SystemExit(4)  # a plug-in may not end the process
+        return _birth_death(rate)
+
+    exactq.register_model(strict_rate_plugin)
+    assert exactq.solve("strict-rate-plugin", rate=1.0).value == pytest.approx(0.25, rel=1e-12)
+    with pytest.raises(exactq.PluginError) as err:
+        exactq.solve("strict-rate-plugin", rate=-1.0)
+    assert str(err.value) == "plug-in strict-rate-plugin: ValueError: rate must be >= 0; got -1.0"
+    assert isinstance(err.value.__cause__, ValueError)
+    with pytest.raises(exactq.PluginError, match="^plug-in strict-rate-plugin: ValueError: rate must be >= 0"):
+        exactq.check("strict-rate-plugin", "S=? [ k = 3 ]", rate=-2.0)
+    with pytest.raises(exactq.PluginError, match=r"^plug-in strict-rate-plugin: SystemExit: the plug-in called "
+                                                 r"sys.exit\(4\)$"):
+        exactq.solve("strict-rate-plugin", rate=200.0)
+
+    @dataclass(frozen=True)
+    class CheckingPlugin(Model):
+        name = "checking-plugin"
+        parameters = (Param("x", "float", "a level"),)
+        measures = {"top": "probability of the top state"}
+        methods = ("ctmc",)
+        default_measure = "top"
+        x: float
+
+        def check(self):
+            if self.x < 0:
+                raise ValueError(f"x must be >= 0; got {self.x}")
+
+        def ctmc(self, truncation=None):
+            if self.x > 10:
+                raise RuntimeError("no chain above 10")
+            return _birth_death(self.x)
+
+        def ctmc_measure(self, measure, chain, sol):
+            return sol.probability(chain.labels["top"])
+
+    exactq.register_model(CheckingPlugin)
+    with pytest.raises(exactq.PluginError, match="^plug-in checking-plugin: ValueError: x must be >= 0; got -1.0$"):
+        exactq.model("checking-plugin", x=-1)
+    with pytest.raises(exactq.PluginError, match="^plug-in checking-plugin: RuntimeError: no chain above 10$"):
+        exactq.solve("checking-plugin", x=11)
+    # an exception of exactq's own code while it solves a plug-in's chain is not the plug-in's
+    import importlib
+
+    broken = eval(compile("lambda *args, **kwargs: 1 / 0", "<a bug of exactq's>", "eval"))  # not the plug-in's file
+    monkeypatch.setattr(importlib.import_module("exactq.methods"), "solve_representation", broken)
+    with pytest.raises(ZeroDivisionError):
+        exactq.solve("checking-plugin", x=1)
+
+
+@pytest.mark.parametrize("param", ["name", "measure", "method", "tol", "truncation", "options", "query", "measures",
+                                   "ctmc", "value", "delegate"])
+def test_a_parameter_named_like_exactqs_own_is_refused(param):
+    ns: dict = {}
+    exec(f"def clashing_plugin({param}: float = 1.0, rate: float = 1.0):\n    return None\n", ns)
+    with pytest.raises(exactq.PluginError) as err:
+        exactq.register_model(ns["clashing_plugin"], measures={"top": "k = 3"})
+    msg = str(err.value)
+    assert msg.startswith(f"plug-in clashing-plugin: parameter {param!r} clashes with ") and "\n" not in msg
+    assert "clashing-plugin" not in describe_models_names()
+
+
+def describe_models_names():
+    return [m["name"] for m in describe_models()]
+
+
+def test_a_model_class_with_a_clashing_field_is_refused():
+    @dataclass(frozen=True)
+    class TolPlugin(Model):
+        name = "tol-plugin"
+        parameters = (Param("tol", "float", "a tolerance", default=0.1),)
+        measures = {"m": "m"}
+        methods = ("ctmc",)
+        default_measure = "m"
+        tol: float = 0.1
+
+    with pytest.raises(exactq.PluginError, match="^plug-in tol-plugin: parameter 'tol' clashes with a keyword of "
+                                                 "exactq.solve"):
+        exactq.register_model(TolPlugin)
+
+
+PLUGINS = {
+    "negplug.py": """\
+        import math, os
+        from exactq.ctmc import Event, build_ctmc
+        from exactq.statespace import StateSpace
+        open(os.environ["PLUGIN_MARKER"], "w").close()  # imported: the test checks when
+
+        def neg_rate(rate: float = 1.0, size: int = 3):
+            \"\"\"A birth-death chain that checks its own rate.\"\"\"
+            if rate < 0:
+                raise ValueError(f"rate must be >= 0; got {rate}")
+            space = StateSpace.box(["k"], hi=[size])
+            return build_ctmc(space, [Event("up", lambda s: (rate * (s[:, 0] < size), s + 1)),
+                                      Event("down", lambda s: (1.0 * (s[:, 0] > 0), s - 1))],
+                              labels={"top": space.states[:, 0] == size})
+        """,
+    "checkplug.py": """\
+        from dataclasses import dataclass
+        from exactq.catalogue import Model
+        from exactq.params import Param
+
+        @dataclass(frozen=True)
+        class CheckPlugin(Model):
+            name = "check-plugin"
+            summary = "refuses x < 0 itself"
+            parameters = (Param("x", "float", "a level"),)
+            measures = {"m": "nothing"}
+            methods = ("ctmc",)
+            default_measure = "m"
+            x: float
+
+            def check(self):
+                if self.x < 0:
+                    raise ValueError(f"x must be >= 0; got {self.x}")
+        """,
+    "exitplug.py": "import sys\nsys.exit(3)\n",
+    "raiseplug.py": "raise ValueError('bad configuration of the plug-in')\n",
+    "clashplug.py": "def clash_plugin(name: str = 'a', rate: float = 1.0):\n    return None\n",
+}
+ENTRY_POINTS = """\
+    [exactq.models]
+    neg-rate = negplug:neg_rate
+    check-plugin = checkplug:CheckPlugin
+    exit-plugin = exitplug
+    raise-plugin = raiseplug
+    clash-plugin = clashplug:clash_plugin
+    """
+
+
+def _site(tmp_path, name, modules, entry_points):
+    site = tmp_path / name
+    site.mkdir()
+    for fname, text in modules.items():
+        (site / fname).write_text(textwrap.dedent(text))
+    dist = site / f"{name}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+    return site
+
+
+def _cli(site, tmp_path, *args, **env):
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), **env)
+    return subprocess.run([sys.executable, "-m", "exactq", *args], capture_output=True, text=True, env=full,
+                          cwd=tmp_path, timeout=120)
+
+
+def test_installed_plugins_cannot_take_exactq_down(tmp_path):
+    site = _site(tmp_path, "armslength", PLUGINS, ENTRY_POINTS)
+    marker = tmp_path / "imported"
+    env = {"PLUGIN_MARKER": str(marker)}
+    # a built-in model loads no plug-in: the one that exits at import cannot end this command
+    r = _cli(site, tmp_path, "solve", "mm1", "arrival_rate=0.5", "service_rate=1", "--json", **env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["value"] == pytest.approx(1.0, rel=1e-9) and not marker.exists()
+    # listing loads them all: the broken ones are listed as unavailable, the others as models
+    r = _cli(site, tmp_path, "models", **env)
+    assert r.returncode == 0, r.stderr
+    assert marker.exists()
+    lines = r.stdout.splitlines()
+    assert "unavailable: entry point exit-plugin = exitplug could not be loaded (SystemExit: the plug-in called " \
+           "sys.exit(3))" in lines
+    assert "unavailable: entry point raise-plugin = raiseplug could not be loaded (ValueError: bad configuration " \
+           "of the plug-in)" in lines
+    assert any(line.startswith("unavailable: entry point clash-plugin = clashplug:clash_plugin could not be loaded "
+                               "(PluginError: plug-in clash-plugin: parameter 'name' clashes with ") for line in lines)
+    assert "neg-rate: A birth-death chain that checks its own rate." in lines
+    assert "check-plugin: refuses x < 0 itself" in lines and any(line.startswith("mm1: M/M/1") for line in lines)
+    # a plug-in's own error, at solve time or at construction: one line, exit 2, named as the plug-in's
+    # (the commands run one after another in one process: no plug-in's failure ends it)
+    cases = [(("solve", "neg-rate", "rate=-1"), "exactq: error: plug-in neg-rate: ValueError: rate must be >= 0; "
+                                                "got -1.0"),
+             (("solve", "check-plugin", "x=-2"), "exactq: error: plug-in check-plugin: ValueError: x must be >= 0; "
+                                                 "got -2.0"),
+             (("solve", "neg-rate", "rate=nan"), "exactq: error: rate must be finite; got 'nan'"),
+             (("solve", "exit-plugin"), "exactq: error: plug-in exit-plugin: failed to load (SystemExit: the "
+                                        "plug-in called sys.exit(3)); entry point exit-plugin = exitplug"),
+             (("solve", "clash-plugin"), "exactq: error: plug-in clash-plugin: failed to load (PluginError: plug-in "
+                                         "clash-plugin: parameter 'name' clashes with a keyword of exactq.model; "
+                                         "rename the parameter); entry point clash-plugin = clashplug:clash_plugin"),
+             (("solve", "neg-rate", "rate=1", "--json"), "")]
+    script = textwrap.dedent("""\
+        import contextlib, io, json, sys
+        from exactq.cli import main
+        out = []
+        for argv in json.loads(sys.argv[1]):
+            err, std = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
+                rc = main(argv)
+            out.append([rc, err.getvalue(), std.getvalue()])
+        print(json.dumps(out))
+        """)
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), **env)
+    r = subprocess.run([sys.executable, "-c", script, json.dumps([list(a) for a, _ in cases])], capture_output=True,
+                       text=True, env=full, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    for (args, line), (rc, err, out) in zip(cases[:-1], got):
+        assert (rc, err.splitlines()) == (2, [line]), args
+    rc, err, out = got[-1]
+    assert rc in (0, None) and json.loads(out)["value"] == pytest.approx(0.25, rel=1e-12)
+
+
+def test_a_keyboard_interrupt_in_a_plugin_is_not_swallowed(tmp_path):
+    site = _site(tmp_path, "interrupting", {"intplug.py": "raise KeyboardInterrupt\n"},
+                 "[exactq.models]\nint-plugin = intplug\n")
+    r = _cli(site, tmp_path, "models")
+    assert (r.returncode, r.stderr.strip()) == (130, "exactq: interrupted")
+    r = _cli(site, tmp_path, "solve", "mm1", "arrival_rate=0.5", "service_rate=1")
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_plugin_may_not_take_a_built_in_models_name():
+    def mm1(rate: float = 1.0):
+        return _birth_death(rate)
+
+    with pytest.raises(ValueError, match="model name 'mm1' registered twice"):
+        exactq.register_model(mm1, measures={"top": "k = 3"})
+    assert get_model("mm1").__module__ == "exactq.models.basic"

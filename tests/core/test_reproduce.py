@@ -51,10 +51,10 @@ def test_unknown_reproduction_is_one_line(capsys):
 
 
 def test_shortest_queue_reproduction(tmp_path):
-    """The whole reproduction runs (seconds) and its independent columns agree."""
+    """The whole reproduction runs (smoke scale: a few points per table) and its independent columns agree."""
     import json
 
-    text = rep.reproduce("shortest-queue", tmp_path)
+    text = rep.reproduce("shortest-queue", tmp_path, scale="smoke")
     assert "Asymmetric JSQ" in text and "rho = 4" in text
     data = json.loads((tmp_path / "shortest_queue.json").read_text())
     for row in data["jsq"]:

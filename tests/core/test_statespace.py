@@ -137,7 +137,7 @@ def test_format_state_column_and_namespace():
         (dict(states=[[1, 2]], names=["a"]), ValueError, "2 columns but 1 names"),
         (dict(states=np.zeros((0, 2)), names=["a", "b"]), ValueError, "at least one state"),
         (dict(states=[[5, 5]], names=["a", "b"], lo=[0, 0], hi=[3, 3]), ValueError, "outside the given bounding box"),
-        (dict(states=[[0, 0]], names=["a", "b"], hi=[2**40, 2**40]), NotApplicableError, "too large for 64-bit keys"),
+        (dict(states=[[0, 0]], names=["a", "b"], hi=[2**62, 0]), NotApplicableError, "more than a state key holds"),
     ],
 )
 def test_construction_errors(kwargs, exc, match):

@@ -192,10 +192,11 @@ def test_models_listing_documents_the_parameters():
 
 
 def test_reproduction_runs_and_its_columns_agree(tmp_path):
-    """``exactq reproduce awp`` (seconds): the numerical check of every mean, the verdicts and orderings."""
+    """``exactq reproduce awp`` at the smoke scale (three losses per sweep): the numerical check of every mean,
+    the verdicts and orderings."""
     from exactq.reproduce import reproduce
 
-    text = reproduce("awp", tmp_path)
+    text = reproduce("awp", tmp_path, scale="smoke")
     assert "Stability of Scalable TCP" in text and "HighSpeed TCP by its response exponent" in text
     data = json.loads((tmp_path / "awp.json").read_text())
     for row in data["mean_window"]:

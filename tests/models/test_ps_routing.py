@@ -483,7 +483,7 @@ def test_doctests():
 def test_reproduction(tmp_path):
     from exactq.reproduce.ps_routing import reproduce_ps_routing
 
-    text = reproduce_ps_routing(tmp_path)
+    text = reproduce_ps_routing(tmp_path, scale="smoke")  # 20 random instances, a 3 x 5 grid
     assert "1.060660" in text
     data = json.loads((tmp_path / "ps_routing.json").read_text())
     assert all(r["poa"] <= r["bound"] for r in data["equal_costs_family"])

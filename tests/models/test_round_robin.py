@@ -178,7 +178,7 @@ def test_bad_input():
 def test_reproduction_runs_and_its_orderings_hold(tmp_path):
     from exactq.reproduce import reproduce
 
-    text = reproduce("round-robin", tmp_path)
+    text = reproduce("round-robin", tmp_path, scale="smoke")
     assert "Central against distributed" in text
     data = json.loads((tmp_path / "round_robin.json").read_text())
     for r in data["policies"]:

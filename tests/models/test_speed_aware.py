@@ -13,8 +13,6 @@ Independent checks:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -322,22 +320,32 @@ def test_bad_parameters_give_one_line_errors(params, message):
 
 
 def test_cli_solve_json_finite_and_limit():
-    cmd = [sys.executable, "-m", "exactq.cli"]
-    out = subprocess.run(cmd + ["solve", "speed-aware", "speeds=2,1", "counts=2,2", "arrival_rate=0.6",
-                                "policy=sa-jsq", "--measure", "mean_response_time", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = _cli("solve", "speed-aware", "speeds=2,1", "counts=2,2", "arrival_rate=0.6", "policy=sa-jsq", "--measure",
+               "mean_response_time", "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["model"] == "speed-aware" and d["params"]["counts"] == [2, 2]
     assert d["value"] == pytest.approx(0.645159, abs=2e-6)
-    out = subprocess.run(cmd + ["solve", "speed-aware", "speeds=2,1", "counts=inf", "fractions=0.5,0.5",
-                                "arrival_rate=1.2", "--json"], capture_output=True, text=True, timeout=60)
+    out = _cli("solve", "speed-aware", "speeds=2,1", "counts=inf", "fractions=0.5,0.5", "arrival_rate=1.2", "--json")
     d = json.loads(out.stdout)
     assert d["params"]["counts"] == "inf" and d["method"] == "fluid/priority"
     assert d["value"] == pytest.approx(0.58333333, abs=5e-9)
-    bad = subprocess.run(cmd + ["solve", "speed-aware", "speeds=2,1", "counts=1,1", "arrival_rate=2"],
-                         capture_output=True, text=True, timeout=60)
+    bad = _cli("solve", "speed-aware", "speeds=2,1", "counts=1,1", "arrival_rate=2")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "stability" in bad.stderr
+
+
+def _cli(*args):
+    """``exactq ARGS`` in process (the installed entry point itself is tested in tests/core/test_cli.py)."""
+    import contextlib
+    import io
+    import types
+
+    from exactq.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_reproduction_table_small():

@@ -7,8 +7,6 @@ balance equations and by the truncated CTMC (dominant product form).
 """
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -84,19 +82,31 @@ def test_quarter_plane_and_applicability():
 
 
 def test_cli():
-    ok = subprocess.run([sys.executable, "-m", "exactq", "solve", "sed", "arrival_rate=1.6", "service_rates=1,1",
-                         "phases=1", "--method", "compensation", "--json"], capture_output=True, text=True,
-                        timeout=120)
+    ok = _cli("solve", "sed", "arrival_rate=1.6", "service_rates=1,1", "phases=1", "--method", "compensation",
+              "--json")
     assert ok.returncode == 0, ok.stderr
     out = json.loads(ok.stdout)
     assert out["method"] == "compensation"
     assert out["value"] == pytest.approx(symmetric_series(0.8).mean_min(), rel=1e-12)
-    bad = subprocess.run([sys.executable, "-m", "exactq", "solve", "sed", "arrival_rate=1.6", "service_rates=1,1",
-                          f"phases={MAX_JUMP + 1}", "--method", "compensation", "--json"], capture_output=True,
-                         text=True, timeout=120)
+    bad = _cli("solve", "sed", "arrival_rate=1.6", "service_rates=1,1", f"phases={MAX_JUMP + 1}", "--method",
+               "compensation", "--json")
     assert bad.returncode == 2 and bad.stdout == ""
     err = [line for line in bad.stderr.strip().splitlines() if line.startswith("exactq: error")]
     assert len(err) == 1 and f"r <= {MAX_JUMP}" in err[0]
+
+
+def _cli(*args):
+    """``exactq ARGS`` in process (the installed entry point itself is tested in tests/core/test_cli.py)."""
+    import contextlib
+    import io
+    import types
+
+    from exactq.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_decay_rates_r1_closed_form():
@@ -129,7 +139,8 @@ def _qbd_all(rho, r, width=None):
 
     ``width=None``: the width that method="qbd" with tol=1e-13 settles on (several solves);
     otherwise one solve at that phase truncation (81 is at least what tol=1e-13 picks for
-    r <= 5, rho <= 0.95).
+    r <= 5, rho <= 0.95; 61 agrees with 81 to 7e-15 relative in every measure there, measured
+    for r = 2, 3, 5 and rho = 0.8, 0.9, 0.95, at a twentieth of the time for r = 5).
     """
     kw = dict(arrival_rate=2 * rho, service_rates="1,1", phases=r)
     model = exactq.model("sed", **kw)
@@ -144,7 +155,7 @@ def _qbd_all(rho, r, width=None):
 @pytest.mark.parametrize("r", [2, 3, 5])
 @pytest.mark.parametrize("rho", [0.2, 0.5, 0.8, 0.9, 0.95])
 def test_agrees_with_qbd(r, rho):
-    ref = _qbd_all(rho, r, width=81)
+    ref = _qbd_all(rho, r, width=61)
     comp = exactq.solve("sed", "mean_waiting_time", method="compensation", arrival_rate=2 * rho,
                         service_rates="1,1", phases=r)
     assert comp.method == "compensation"
