@@ -415,9 +415,10 @@ def main(argv=None) -> int:
                     props = [p for p in props if "[ S ]" in p or p.startswith("S=?")]
                 if args.first_steady:
                     props = props[:1]
-                entry = {"case": case, "source": f"bench/{source}.py", "size": size[0] if len(size) == 1 else list(size),
-                         "size_label": _label(size), "parameter": pnames[0] if len(pnames) == 1 else list(pnames),
-                         "constants": consts, "properties": props}
+                entry = {"case": case, "source": f"bench/{source}.py",
+                         "size": size[0] if len(size) == 1 else list(size), "size_label": _label(size),
+                         "parameter": pnames[0] if len(pnames) == 1 else list(pnames), "constants": consts,
+                         "properties": props}
                 for v in variants:
                     wargs = [v, path, consts, props]
                     entry[v] = run_worker(wargs, args.timeout)
