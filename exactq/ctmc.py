@@ -655,7 +655,8 @@ class Explored:
 
 
 def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, max_states: int | None = None,
-                        keep: bool = True, what: str = "the state space", meter: MemoryMeter | None = None) -> Explored:
+                        keep: bool = True, what: str = "the state space", meter: MemoryMeter | None = None,
+                        progress: Callable[[str], None] | None = None) -> Explored:
     """Reachable states and transitions by a breadth-first search over whole frontiers.
 
     Parameters
@@ -687,6 +688,9 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
     meter : MemoryMeter, optional
         Shared with the expander, which accounts for the transitions it forms
         (default: a fresh one).
+    progress : callable, optional
+        ``progress(text)`` receives a line on the search's state (states and
+        transitions found, rounds) about every :data:`PROGRESS_SECONDS`.
 
     Returns
     -------
@@ -711,12 +715,14 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
     for seed in range(_MAX_RESEEDS):
         meter.held = held
         try:
-            return _search(init, expand, tuple(names), packing, seed, max_states, keep, what, meter)
+            return _search(init, expand, tuple(names), packing, seed, max_states, keep, what, meter, progress)
         except _Collision:
             continue
     raise NotApplicableError(f"state keys collided under {_MAX_RESEEDS} hash seeds; report this as a bug")
 
 
+#: a search reports its progress (when asked) at most this often
+PROGRESS_SECONDS = 0.5
 #: a frontier this small, for this many rounds in a row, makes the search try a window (per-round costs dominate)
 _THIN_FRONTIER = 512
 _THIN_ROUNDS = 4
@@ -785,10 +791,19 @@ class _Search:
         return self._hash(words, self.seed) if self.wide else words[:, 0]
 
     # -- rounds ------------------------------------------------------------------------
+    progress = None
+
     def run(self) -> Explored:
+        import time
+
+        last = time.perf_counter()
         while len(self.frontier):
             self.rounds += 1
             self.thin = self.thin + 1 if len(self.frontier) <= _THIN_FRONTIER else 0
+            if self.progress is not None and time.perf_counter() - last >= PROGRESS_SECONDS:
+                last = time.perf_counter()
+                self.progress(f"exploring {self.what}: {self.n_found:,} states, {self.n_kept:,} transitions, "
+                              f"round {self.rounds}, frontier {len(self.frontier):,}")
             if self.windows and self.thin >= _THIN_ROUNDS and self._window():
                 continue
             self._bfs_round()
@@ -1097,8 +1112,10 @@ class _Search:
         return Explored(space, src, dst, weight, order, extras, self.rounds)
 
 
-def _search(init, expand, names, packing, seed, max_states, keep, what, meter) -> Explored:
-    return _Search(init, expand, names, packing, seed, max_states, keep, what, meter).run()
+def _search(init, expand, names, packing, seed, max_states, keep, what, meter, progress=None) -> Explored:
+    search = _Search(init, expand, names, packing, seed, max_states, keep, what, meter)
+    search.progress = progress
+    return search.run()
 
 
 def _check_unique_words(words, keys, unique_keys, first) -> None:

@@ -27,7 +27,6 @@ from exactq.catalogue import Model
 from exactq.ctmc import DTMC
 from exactq.errors import ModelError
 from exactq.plugins import _CTMCFactory, _DTMCFactory  # a chain model's factories, shared with function plug-ins
-from exactq.query import RewardStructure
 
 from .lexer import PrismModelError, Source, read_source
 from .semantics import Symbols, VarInfo, analyse
@@ -217,11 +216,17 @@ class PrismModel(ChainModel):
     def info(self):
         return analyse(self.model_file, dict(self.constants), extra_constants=set(dict(self.constants)))
 
-    def _build(self) -> Built:
+    def _build(self, progress=None) -> Built:
         from .builder import build_model
 
-        b = build_model(self.info, strict=self.strict)
+        b = build_model(self.info, strict=self.strict, progress=progress)
         return Built(b.chain, b.rewards, b.n_transitions, b.build_seconds, b.n_deadlocks)
+
+    def build(self, progress=None) -> Built:
+        """Build the chain now (``built`` caches it), reporting the exploration to ``progress(text)``."""
+        if "built" not in self.__dict__:
+            self.__dict__["built"] = self._build(progress)
+        return self.__dict__["built"]
 
     def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
                            constants: dict | None = None, check_constants: bool = True) -> list:

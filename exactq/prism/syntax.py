@@ -616,11 +616,15 @@ class _Parser:
 
     in_system = False
 
+    #: inside the right side of an assignment written without parentheses (``s'=7 & (d'=3)``): a ``&``
+    #: that is followed by another assignment ends the right side
+    bare_assignment = False
+
     def conjunction(self) -> Expr:
         left = self.negation()
         rest = []
         ops = ("&", "&&", "and") if self.ext else ("&",)
-        while self._word(*ops):
+        while self._word(*ops) and not (self.bare_assignment and self._assignment_at(1)):
             self.next()
             rest.append(("&", self.negation()))
         return _chain(left, rest)
@@ -715,7 +719,7 @@ class _Parser:
             return True
         if t.kind == "ident":
             return t.text not in ("U", "W", "R")
-        return t.kind == "op" and t.text in ("(", "!", "<=", "<", ">=", ">", "[", "-")
+        return t.kind == "op" and t.text in ("(", "!", "<=", "<", ">=", ">", "[", "-", "=")  # F=t: the point [t,t]
 
     def atom(self) -> Expr:
         tok = self.peek()
@@ -1188,7 +1192,13 @@ class _Parser:
         return CommandNode(action, guard, updates, start.line, start.col, module)
 
     def _at_assignment(self) -> bool:
-        return self.at("(") and self.peek(1).kind == "ident" and self.at("'", k=2)
+        return self._assignment_at(0)
+
+    def _assignment_at(self, k: int) -> bool:
+        """An assignment starts ``k`` tokens ahead: ``(x'=...)``, or ``x'=...`` without parentheses."""
+        if self.at("(", k=k):
+            return self.peek(k + 1).kind == "ident" and self.at("'", k=k + 2)
+        return self.peek(k).kind == "ident" and self.at("'", k=k + 1)
 
     def update(self) -> UpdateNode:
         tok = self.peek()
@@ -1210,11 +1220,25 @@ class _Parser:
     def assignment(self) -> Assign:
         if not self._at_assignment():
             raise self.error("an assignment \"(x'=e)\" or 'true'")
+        if not self.at("("):  # x'=e without parentheses (PRISM accepts it): e ends at '&' before the next one
+            var = self.next()
+            self.next()  # '
+            self.expect("=", "'=' in the assignment")
+            bare, self.bare_assignment = self.bare_assignment, True
+            try:
+                expr = self.expression()
+            finally:
+                self.bare_assignment = bare
+            return Assign(var.text, expr, var.line, var.col)
         self.next()
         var = self.next()
         self.next()  # '
         self.expect("=", "'=' in the assignment")
-        expr = self.expression()
+        bare, self.bare_assignment = self.bare_assignment, False
+        try:
+            expr = self.expression()
+        finally:
+            self.bare_assignment = bare
         self.expect(")", "')' to close the assignment")
         return Assign(var.text, expr, var.line, var.col)
 
