@@ -1,36 +1,46 @@
 """Benchmark (not a test): PRISM-language case studies, exactq against Storm in the same run.
 
-The models are the classic CTMC case studies, written for exactq from their published
-descriptions (``bench/prism_models.py``: tandem queue, cyclic server polling,
-workstation cluster, embedded control system, kanban, flexible manufacturing), at
-growing sizes. Each configuration runs in a fresh subprocess (so that its peak
+The models are the classic case studies, written for exactq from their published
+descriptions (none is a copy of the PRISM benchmark suite's files):
+
+- ``bench/prism_models.py``: the CTMCs tandem queue, cyclic server polling,
+  workstation cluster, embedded control system, kanban, flexible manufacturing;
+- ``bench/prism_dtmc_models.py`` (when present): the DTMCs Herman's ring, synchronous
+  leader election, crowds;
+- ``bench/prism_models_extra.py``: the MAPK cascade (CTMC), bounded retransmission,
+  NAND multiplexing and Knuth-Yao dice (DTMCs),
+
+at growing sizes (the "full" sizes of each file are those at which Storm's default engine
+takes about 0.1-100 s). Each configuration runs in a fresh subprocess (so that its peak
 resident memory is its own) with a timeout:
 
 ``exactq``
     ``exactq.load_prism`` + the build (explore and assemble the chain), then
-    :func:`exactq.api.check_properties` for every property (sparse LU with nested
-    dissection for the steady state, uniformisation with Fox-Glynn for the transient
-    ones).
+    :func:`exactq.api.check_properties` for every property: in-process seconds.
+``exactq_cli``
+    The whole process a user runs, ``exactq check FILE --props FILE.props --const ...
+    --json`` (start-up, parse, build, every property): wall seconds and the peak resident
+    memory of that process.
 ``storm_best``
     stormpy 2.x: ``parse_prism_program(prism_compatibility=True)``, constants,
-    ``build_model`` (the sparse engine), then ``model_checking`` with Storm's best
-    linear solver for these chains, Eigen's SparseLU (``--eqsolver eigen
-    --eigen:method sparselu``), and ``--precision 1e-12`` for the transient ones: the
-    "exact-LU" reference values.
+    ``build_model`` (the sparse engine), then ``model_checking`` with Storm's direct
+    linear solver, Eigen's SparseLU (``--eqsolver eigen --eigen:method sparselu``), and
+    ``--precision 1e-12`` for the transient ones: the "exact-LU" reference values.
 ``storm_default``
     The same build with Storm's default environment (what ``storm`` does without
-    flags: gmm++ GMRES / topological, relative precision 1e-6).
+    flags: topological / gmm++ iterative solvers, relative precision 1e-6).
 
-Reported per case and size: state and transition counts of both tools, build
-seconds, check seconds per property and in total, both values, their relative
-difference (the target is 1e-9 against storm_best), and the speed ratio of
-"build + steady-state check" (the target: exactq faster than storm_best at about
-10^6 states).
+Reported per case and size: state and transition counts of every tool, build seconds,
+check seconds per property and in total, every value, their relative difference to
+storm_best (the target is 1e-9), peak memory, and the time ratios of issue 20: exactq's
+in-process time (build + every property) against the faster of the two Storm variants
+(build + every property), and the same for the whole process.
 
 Usage::
 
-    python bench/prism.py --quick                 # two small sizes per case (about a minute)
+    python bench/prism.py --quick                 # the two smallest sizes of each case (minutes)
     python bench/prism.py --cases tandem --sizes 511,700 --timeout 290
+    python bench/prism.py --cases brp --sizes 64x5,256x10
     python bench/prism.py --out bench/results_prism.json
     python bench/prism.py --show bench/results_prism.json
 
@@ -53,11 +63,39 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from prism_models import CASES  # noqa: E402
-
 MARK = "BENCH_RESULT "
 AGREE_RTOL = 1e-9
-VARIANTS = ("exactq", "storm_best", "storm_default")
+VARIANTS = ("exactq", "exactq_cli", "storm_best", "storm_default")
+SOURCES = ("prism_models", "prism_dtmc_models", "prism_models_extra")
+
+
+def _load_cases() -> dict:
+    """Every case study of the SOURCES files, as name -> (generator, quick sizes, full sizes, parameter
+    names, source), sizes as tuples of the generator's arguments (prism_models.py gives one int)."""
+    import importlib
+
+    cases = {}
+    for source in SOURCES:
+        try:
+            mod = importlib.import_module(source)
+        except ModuleNotFoundError as e:
+            if e.name != source:
+                raise
+            continue                      # bench/prism_dtmc_models.py not there yet
+        for name, (gen, quick, full, pnames) in mod.CASES.items():
+            if name in cases:
+                raise ValueError(f"case {name!r} is defined by both {cases[name][4]} and {source}")
+            tup = lambda sizes: tuple(sz if isinstance(sz, tuple) else (sz,) for sz in sizes)  # noqa: E731
+            names = (pnames,) if isinstance(pnames, str) else tuple(pnames)
+            cases[name] = (gen, tup(quick), tup(full), names, source)
+    return cases
+
+
+CASES = _load_cases()
+
+
+def _label(size: tuple) -> str:
+    return "x".join(str(v) for v in size) if size else "-"
 
 
 def _peak_rss() -> int:
@@ -70,10 +108,11 @@ def _emit(out: dict) -> None:
     sys.stdout.flush()
 
 
-def _model_file(case: str, size: int, directory: str) -> tuple[str, str, list]:
+def _model_file(case: str, size: tuple, directory: str) -> tuple[str, str, list]:
     gen = CASES[case][0]
-    text, constants, props = gen(size)
-    path = os.path.join(directory, f"{case}_{size}.sm")
+    text, constants, props = gen(*size)
+    dtmc = text.lstrip().startswith(("dtmc", "probabilistic"))
+    path = os.path.join(directory, f"{case}_{_label(size)}.{'pm' if dtmc else 'sm'}")
     with open(path, "w") as fh:
         fh.write(text)
     consts = ",".join(f"{k}={v}" for k, v in constants.items())
@@ -85,6 +124,7 @@ def worker_exactq(path: str, consts: str, props: list) -> None:
     import warnings
 
     import exactq
+    import exactq.errors
     import exactq.prism.builder  # noqa: F401  (imports are not part of the build)
     import exactq.solvers.csl  # noqa: F401
     from exactq.api import check_properties
@@ -100,15 +140,78 @@ def worker_exactq(path: str, consts: str, props: list) -> None:
     results = []
     for p in props:
         t1 = time.perf_counter()
-        res, = check_properties(model, p)
+        try:
+            res, = check_properties(model, p)
+        except exactq.errors.ExactqError as e:    # one refused property does not lose the others
+            results.append({"property": p, "value": None, "seconds": time.perf_counter() - t1, "error": str(e)})
+            continue
         results.append({"property": p, "value": res.value, "seconds": time.perf_counter() - t1,
                         "method": res.method, "error_estimate": res.error_estimate,
                         "stationary": res.info.get("stationary", {}).get("method")})
-    _emit({"n_states": int(built.chain.n_states), "n_transitions": int(built.n_transitions), "build_seconds": build,
-           "results": results, "warnings": [str(w.message) for w in caught]})
+    out = {"n_states": int(built.chain.n_states), "n_transitions": int(built.n_transitions), "build_seconds": build,
+           "results": results, "warnings": [str(w.message) for w in caught]}
+    failed = [r for r in results if "error" in r]
+    if failed:
+        out["error"] = f"{len(failed)} of {len(results)} properties refused: {failed[0]['error'][:200]}"
+    _emit(out)
+
+
+def worker_exactq_cli(path: str, consts: str, props: list) -> None:
+    """The whole process: ``exactq check FILE --props FILE --const ... --json``, its wall time and peak memory."""
+    exe = os.path.join(os.path.dirname(sys.executable), "exactq")
+    if not os.path.exists(exe):
+        exe = "exactq"
+    pfile = path + ".props"
+    with open(pfile, "w") as fh:
+        fh.write("\n".join(props) + "\n")
+    cmd = [exe, "check", path, "--props", pfile, "--json"] + (["--const", consts] if consts else [])
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    child_rss = int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
+    out = {"command": " ".join(os.path.basename(c) if c in (path, pfile) else c for c in cmd), "exit_status":
+           proc.returncode, "process_seconds": wall, "process_peak_rss_bytes": child_rss}
+    try:                                  # one JSON document (a list for a file's properties) ...
+        doc = json.loads(proc.stdout)
+        docs = doc if isinstance(doc, list) else [doc]
+    except json.JSONDecodeError:          # ... or, before issue 19 item 4, one object per line
+        docs = []
+        for line in proc.stdout.splitlines():
+            try:
+                docs.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    if proc.returncode != 0 or len(docs) != len(props):
+        err = [line for line in proc.stderr.splitlines() if line.strip()]
+        out["error"] = f"exit {proc.returncode}: {(err or ['(no message)'])[0][:300]}"
+    out["results"] = [{"property": p, "value": d.get("value"), "seconds": d.get("seconds")}
+                      for p, d in zip(props, docs) if isinstance(d, dict)]
+    _emit(out)
+
+
+def _filter_parts(prop: str):
+    """``filter(op, P, states)`` -> (op, P, states), else None. Storm's ``model_checking`` answers a
+    property's formula without its filter, so the filter is applied here over Storm's per-state values."""
+    text = prop.strip()
+    if not text.startswith("filter(") or not text.endswith(")"):
+        return None
+    parts, depth, cur = [], 0, ""
+    for ch in text[len("filter("):-1]:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return (parts[0], parts[1], parts[2] if len(parts) > 2 else "true") if len(parts) >= 2 else None
 
 
 def worker_storm(path: str, consts: str, props: list, variant: str) -> None:
+    import numpy as np
     import stormpy
     import stormpy.info
     from stormpy import developer
@@ -117,19 +220,46 @@ def worker_storm(path: str, consts: str, props: list, variant: str) -> None:
     prog = stormpy.parse_prism_program(path, prism_compatibility=True)
     if consts:
         prog, _ = stormpy.instantiate_constants(prog, consts)
-    parsed = stormpy.parse_properties(";".join(props), prog)
+    texts = []                            # what Storm checks: each property, or a filter's two parts
+    for p in props:
+        f = _filter_parts(p)
+        texts += [f[1], f[2]] if f else [p]
+    parsed = stormpy.parse_properties(";".join(texts), prog)
     model = stormpy.build_model(prog, parsed)
     build = time.perf_counter() - t0
     if variant == "storm_best":
         developer.set_from_exploded_string(["--eqsolver", "eigen", "--eigen:method", "sparselu",
                                             "--precision", "1e-12"])
     env = developer.EnvironmentBuilder.build_environment()
-    init = model.initial_states[0]
-    results = []
-    for p, prop in zip(props, parsed):
+    inits = list(model.initial_states)
+    init = inits[0]
+
+    def per_state(q):
+        r = stormpy.model_checking(model, q, only_initial_states=False, environment=env)
+        if r.is_quantitative():
+            return np.array(r.get_value_vector(), dtype=float)
+        sat = np.zeros(model.nr_states, dtype=bool)
+        sat[np.fromiter((int(i) for i in r.get_truth_values_vector()), dtype=np.int64)] = True
+        return sat
+
+    results, k = [], 0
+    for p in props:
         t1 = time.perf_counter()
-        r = stormpy.model_checking(model, prop, only_initial_states=True, environment=env)
-        results.append({"property": p, "value": float(r.get_value(init)), "seconds": time.perf_counter() - t1})
+        f = _filter_parts(p)
+        if f:
+            v, sel = per_state(parsed[k]), per_state(parsed[k + 1])
+            k += 2
+            ops = {"min": np.min, "max": np.max, "sum": np.sum, "avg": np.mean, "count": np.sum,
+                   "forall": np.all, "exists": np.any}
+            v = ops[f[0]](v[sel]) if f[0] in ops and sel.any() else None
+            how = f"filter {f[0]} over {int(sel.sum())} states"
+        else:
+            r = stormpy.model_checking(model, parsed[k], only_initial_states=len(inits) == 1, environment=env)
+            k += 1
+            v = r.get_value(init) if r.is_quantitative() else init in set(r.get_truth_values_vector())
+            how = "the initial state" if len(inits) == 1 else f"the first of {len(inits)} initial states"
+        v = bool(v) if isinstance(v, (bool, np.bool_)) else (None if v is None else float(v))
+        results.append({"property": p, "value": v, "seconds": time.perf_counter() - t1, "value_for": how})
     _emit({"n_states": int(model.nr_states), "n_transitions": int(model.nr_transitions), "build_seconds": build,
            "results": results, "storm_version": stormpy.info.storm_version(),
            "equation_solver": str(env.solver().get_linear_equation_solver_type())})
@@ -160,17 +290,41 @@ def _rel(a, b) -> float | None:
     return abs(a - b) / max(abs(b), 1e-300)
 
 
+def _total(out: dict) -> float | None:
+    """Build + every property's check, in process; None when the variant failed."""
+    if "results" not in out or "build_seconds" not in out or "error" in out:
+        return None
+    return out["build_seconds"] + sum(r["seconds"] for r in out["results"])
+
+
 def compare(entry: dict) -> None:
     ex, best = entry.get("exactq", {}), entry.get("storm_best", {})
+    times = {"exactq_seconds": _total(ex), "storm_best_seconds": _total(best),
+             "storm_default_seconds": _total(entry.get("storm_default", {})),
+             "exactq_process_seconds": entry.get("exactq_cli", {}).get("process_seconds")
+             if "error" not in entry.get("exactq_cli", {}) else None,
+             "exactq_peak_rss_bytes": ex.get("peak_rss_bytes"),
+             "exactq_process_peak_rss_bytes": entry.get("exactq_cli", {}).get("process_peak_rss_bytes")}
+    storms = [t for t in (times["storm_best_seconds"], times["storm_default_seconds"]) if t is not None]
+    times["storm_fastest_seconds"] = min(storms) if storms else None
+    for k, num in (("ratio_in_process", "exactq_seconds"), ("ratio_process", "exactq_process_seconds")):
+        a, b = times[num], times["storm_fastest_seconds"]
+        times[k] = a / b if a is not None and b else None    # < 1: exactq faster than Storm's faster variant
+    entry["timing"] = times
     if "results" not in ex or "results" not in best:
         return
     rows = []
     worst = 0.0
+    others = {v: {r["property"]: r["value"] for r in entry.get(v, {}).get("results", [])}
+              for v in ("exactq_cli", "storm_default")}
     for a, b in zip(ex["results"], best["results"]):
         d = _rel(a["value"], b["value"])
         absd = abs(a["value"] - b["value"]) if d is not None else None
         rows.append({"property": a["property"], "exactq": a["value"], "storm_best": b["value"], "rel_diff": d,
-                     "abs_diff": absd, "agree": d is not None and d <= AGREE_RTOL})
+                     "abs_diff": absd, "agree": d is not None and d <= AGREE_RTOL,
+                     "exactq_cli": others["exactq_cli"].get(a["property"]),
+                     "storm_default": others["storm_default"].get(a["property"]),
+                     "storm_default_rel_diff": _rel(others["storm_default"].get(a["property"]), b["value"])})
         if d is not None:
             worst = max(worst, d)
     entry["agreement"] = {"max_rel_diff": worst, "rtol": AGREE_RTOL, "all_agree": all(r["agree"] for r in rows),
@@ -183,21 +337,29 @@ def compare(entry: dict) -> None:
                                        "storm_best_seconds": ts, "speedup": ts / te if te > 0 else None}
 
 
+def _f(x, spec=".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
 def table(doc: dict) -> str:
-    lines = [f"{'case':9} {'size':>5} {'states':>9} {'build s (ex/storm)':>19} {'S total s (ex/storm)':>21} "
-             f"{'speedup':>7} {'max rel diff':>12}"]
+    lines = [f"{'case':12} {'size':>7} {'states':>9} {'build s ex/storm':>17} {'S total s ex/storm':>19} "
+             f"{'total s ex/cli/best/dflt':>27} {'ratio':>6} {'peak MB':>8} {'max rel diff':>12}"]
     for e in doc["runs"]:
         ex, st = e.get("exactq", {}), e.get("storm_best", {})
         n = ex.get("n_states", st.get("n_states", "-"))
-        b = f"{ex.get('build_seconds', float('nan')):.3g}/{st.get('build_seconds', float('nan')):.3g}"
+        b = f"{_f(ex.get('build_seconds'))}/{_f(st.get('build_seconds'))}"
         tot = e.get("steady_state_total", {})
-        s = f"{tot.get('exactq_seconds', float('nan')):.3g}/{tot.get('storm_best_seconds', float('nan')):.3g}"
-        sp = tot.get("speedup")
+        s = f"{_f(tot.get('exactq_seconds'))}/{_f(tot.get('storm_best_seconds'))}"
+        tm = e.get("timing", {})
+        t = "/".join(_f(tm.get(k)) for k in ("exactq_seconds", "exactq_process_seconds", "storm_best_seconds",
+                                              "storm_default_seconds"))
+        rss = ex.get("peak_rss_bytes")
         agr = e.get("agreement", {}).get("max_rel_diff")
         err = "; ".join(f"{v}: {e[v]['error']}" for v in VARIANTS if "error" in e.get(v, {}))
-        lines.append(f"{e['case']:9} {e['size']:>5} {n:>9} {b:>19} {s:>21} "
-                     f"{'-' if sp is None else format(sp, '.2f'):>7} {'-' if agr is None else format(agr, '.1e'):>12}"
-                     + (f"  [{err}]" if err else ""))
+        size = e.get("size_label", e.get("size"))
+        lines.append(f"{e['case']:12} {size!s:>7} {n!s:>9} {b:>17} {s:>19} {t:>27} "
+                     f"{_f(tm.get('ratio_in_process'), '.2f'):>6} {_f(rss and rss / 2**20, '.0f'):>8} "
+                     f"{_f(agr, '.1e'):>12}" + (f"  [{err}]" if err else ""))
     return "\n".join(lines)
 
 
@@ -205,7 +367,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the two smallest sizes of each case")
     ap.add_argument("--cases", help="comma-separated subset of " + ",".join(CASES))
-    ap.add_argument("--sizes", help="comma-separated sizes (with one case)")
+    ap.add_argument("--list", action="store_true", help="the case studies, their sources and sizes")
+    ap.add_argument("--sizes", help="comma-separated sizes (with one case); several parameters as 64x5")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--steady-only", action="store_true",
                     help="check only the steady-state properties (S=?, R=? [ S ]): the big sizes")
@@ -220,8 +383,15 @@ def main(argv=None) -> int:
         w = json.loads(args.worker)
         if w[0] == "exactq":
             worker_exactq(*w[1:])
+        elif w[0] == "exactq_cli":
+            worker_exactq_cli(*w[1:])
         else:
             worker_storm(*w[1:], w[0])
+        return 0
+    if args.list:
+        for name, (gen, quick, full, pnames, source) in CASES.items():
+            print(f"{name:13} {source:19} {','.join(pnames):12} quick {' '.join(map(_label, quick)):14} "
+                  f"full {' '.join(map(_label, full))}")
         return 0
     if args.show:
         with open(args.show) as fh:
@@ -236,15 +406,19 @@ def main(argv=None) -> int:
            "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
-            gen, quick, full, pname = CASES[case]
-            sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (quick if args.quick else full)
+            gen, quick, full, pnames, source = CASES[case]
+            sizes = ([tuple(int(v) for v in sz.split("x")) for sz in args.sizes.split(",")] if args.sizes
+                     else (quick if args.quick else full))
             for size in sizes:
                 path, consts, props = _model_file(case, size, tmp)
                 if args.steady_only or args.first_steady:
                     props = [p for p in props if "[ S ]" in p or p.startswith("S=?")]
                 if args.first_steady:
                     props = props[:1]
-                entry = {"case": case, "size": size, "parameter": pname, "constants": consts, "properties": props}
+                entry = {"case": case, "source": f"bench/{source}.py",
+                         "size": size[0] if len(size) == 1 else list(size), "size_label": _label(size),
+                         "parameter": pnames[0] if len(pnames) == 1 else list(pnames), "constants": consts,
+                         "properties": props}
                 for v in variants:
                     wargs = [v, path, consts, props]
                     entry[v] = run_worker(wargs, args.timeout)

@@ -129,6 +129,8 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--method", default="auto", help="on a PRISM file: auto, or the chain's method (ctmc, dtmc)")
     c.add_argument("--option", action="append", default=[], metavar="key=value",
                    help="on a PRISM file: solver=NAME, the stationary solver of steady-state properties")
+    c.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="build and check progress on stderr; default: on a terminal, not with --json")
     c.add_argument("--json", action="store_true")
 
     e = sub.add_parser("export", help="write a model's chain as PRISM explicit files (.tra/.sta/.lab, rewards "
@@ -253,10 +255,6 @@ def _cmd_plot(args) -> None:
         if issubclass(w.category, UserWarning) or issubclass(w.category, RuntimeWarning):
             print(f"exactq: warning: {_one_line(str(w.message))}", file=sys.stderr)
     print(path)
-
-
-def _one_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text and text.strip() else ""
 
 
 def _parse_kv(items) -> dict:
@@ -596,12 +594,8 @@ def _cmd_check_prism(args) -> int:
     failed). Ranges in --const (``T=0:10:100``) answer one result per combination,
     the model rebuilt for each value of a model constant.
     """
-    import dataclasses
-
-    from .api import check_properties
-    from .errors import ExactqError
     from .prism.lexer import read_source
-    from .prism.models import _load, constant_ranges, expand_ranges
+    from .prism.models import constant_ranges
     from .prism.properties import property_context
     from .prism.syntax import parse_model_text
 
@@ -655,6 +649,42 @@ def _cmd_check_prism(args) -> int:
                 print(f"exactq: warning: {line}", file=sys.stderr)
 
     show_warnings(early)
+    job, line = _check_job(args)
+    try:
+        return _check_prism_points(args, ctx, mf, explicit, single, model_ranges, prop_ranges, experiment, many,
+                                   entries, error_entry, show_warnings, early, solver, job)
+    finally:
+        if job is not None:
+            job.close()
+            line.close()
+
+
+def _check_job(args):
+    """A progress job for a PRISM check (build, then each property) when a status line is wanted."""
+    from .progress import Job, StatusLine, is_terminal
+
+    wanted = getattr(args, "progress", None)
+    if wanted is False or (wanted is None and (args.json or not is_terminal(sys.stderr))):
+        return None, None
+    line = StatusLine(sys.stderr, live=is_terminal(sys.stderr))
+    return Job(f"check {args.model.replace(chr(92), '/').split('/')[-1]}", line), line
+
+
+def _check_prism_points(args, ctx, mf, explicit, single, model_ranges, prop_ranges, experiment, many, entries,
+                        error_entry, show_warnings, early, solver, job) -> int:
+    """The build(s) and the answers of :func:`_cmd_check_prism` (one build per value of a model range)."""
+    import dataclasses
+
+    from .api import check_properties
+    from .errors import ExactqError
+    from .prism.models import _load, expand_ranges
+
+    n_builds = max(1, len(list(expand_ranges(model_ranges))))
+    n_props = len(ctx.items) * max(1, len(list(expand_ranges(prop_ranges))))
+    build_stage = props_stage = None
+    if job is not None:  # the build weighs as much as the checks together (a guess: both stages show)
+        build_stage = job.stage("building the chain", [1.0] * n_builds)
+        props_stage = job.stage("checking properties", [1.0 / max(n_props, 1)] * (n_props * n_builds))
     for mc in expand_ranges(model_ranges):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -664,7 +694,12 @@ def _cmd_check_prism(args) -> int:
                 point0 = {k: v[0] for k, v in prop_ranges.items()}
                 compiled = model.compile_properties(ctx, errors="keep", constants=point0)
                 if not explicit and any(p.error is None for p in compiled):
-                    model.built  # build once; its warnings (deadlocks) belong to every answer
+                    # build once; its warnings (deadlocks) belong to every answer
+                    if build_stage is None:
+                        model.built
+                    else:
+                        for _ in build_stage.each([mc], [_fmt_constants(mc) or args.model]):
+                            model.build(progress=build_stage.detail)
                 build_error = None
             except ExactqError as exc:
                 build_error = _one_line(exc)
@@ -678,7 +713,8 @@ def _cmd_check_prism(args) -> int:
             continue
         for pc in expand_ranges(prop_ranges):
             point = {**mc, **pc}
-            for item in ctx.items:
+            items = ctx.items if props_stage is None else props_stage.each(ctx.items, [i[0].text for i in ctx.items])
+            for item in items:
                 sub = dataclasses.replace(ctx, items=[item], declaration_errors=[])
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
@@ -704,16 +740,19 @@ def _cmd_check_prism(args) -> int:
             if not d.get("constants"):
                 d.pop("constants", None)
         print(json.dumps(docs if many else docs[0], default=str))
-    return EXIT_USAGE if failed else 0
+    return EXIT_USAGE if any(kind == "error" for kind, _ in entries) else 0
 
 
 class _OneLine(_UsageError):
     """A whole-run error of a PRISM check, already one line (printed as ``exactq: error: ...``, exit 2)."""
 
 
-def _one_line(exc) -> str:
-    text = str(exc)
-    return text.splitlines()[0] if text else type(exc).__name__
+def _one_line(what) -> str:
+    """The first line of a message or an exception's message (an exception without one: its type's name)."""
+    text = str(what).strip()
+    if text:
+        return text.splitlines()[0]
+    return type(what).__name__ if isinstance(what, BaseException) else ""
 
 
 def _fmt_constants(constants: dict) -> str:
@@ -793,7 +832,7 @@ def _cmd_export(args) -> None:
         if info is not None:
             bool_vars = [v.name for v in info.variables if v.type == "bool"]
         else:  # an explicit chain exported again
-            bool_vars = sorted(getattr(model, "_bool_vars", ()))
+            bool_vars = sorted(getattr(model, "bool_vars", ()))
         name = os.path.splitext(os.path.basename(args.model))[0]
     else:
         from .api import model as build
@@ -804,16 +843,17 @@ def _cmd_export(args) -> None:
         factory = "ctmc" if model.offers("ctmc") else ("dtmc" if model.offers("dtmc") else None)
         if factory is None:
             raise _UsageError(f"model {model.name} has no CTMC or DTMC representation to export")
-        if getattr(model, "is_infinite", False) and args.truncation is None:
+        if model.is_infinite and args.truncation is None:
             raise _UsageError(f"model {model.name} is infinite; give --truncation N (the level of the exported "
                               "chain)")
-        if not getattr(model, "is_infinite", False) and args.truncation is not None:
+        if not model.is_infinite and args.truncation is not None:
             raise _UsageError(f"model {model.name} is finite; --truncation does not apply")
         _require_export_size(model, factory, args.truncation)
         from .plugins import guard
+        from .protocol import get_protocol
 
         with guard(model):  # a plug-in's own failure is reported as its own
-            chain = getattr(model, factory)(args.truncation)
+            chain = get_protocol(factory).bind(model).build(args.truncation)
         name = model.name
     prefix = args.out or name
     _require_export_folder(prefix)
@@ -838,10 +878,11 @@ def _require_export_size(model, factory: str, truncation) -> None:
     """The exported chain's states (the model's ``<factory>_size``), checked against the memory budget first."""
     from .budget import require_states
     from .options import check_truncation
+    from .protocol import get_protocol
 
     check_truncation(truncation)
-    size = getattr(model, f"{factory}_size", None)
-    if not callable(size):
+    size = get_protocol(factory).bind(model).size
+    if size is None:
         return
     try:
         n = size(truncation)

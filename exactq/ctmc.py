@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ModelError, NotApplicableError
+from .errors import ConvergenceError, ModelError, NotApplicableError
 from .statespace import Space, StateSpace
 from .truncation import Truncation
 
@@ -133,7 +133,7 @@ class CTMC:
 
     def evaluate(self, expr: str) -> np.ndarray:
         """Evaluate a state expression (``"q1 + q2 > 5"``) on every state."""
-        from .expr import evaluate
+        from .prism.native import evaluate
 
         return np.broadcast_to(np.asarray(evaluate(expr, self.namespace())), (self.n_states,))
 
@@ -255,9 +255,27 @@ class StationaryDistribution:
     info: dict = field(default_factory=dict)
     space: Space | None = field(default=None, repr=False)
 
+    def __post_init__(self):
+        bad = int(np.count_nonzero(~np.isfinite(np.asarray(self.pi, dtype=float))))
+        if bad:
+            raise ConvergenceError(f"{self.method}: the stationary vector has {bad} non-finite entries; "
+                                   "no value can be computed from it")
+
     def expect(self, values) -> float:
-        """``sum_s pi_s f(s)`` for a per-state array (or a scalar)."""
-        return float(self.pi @ np.broadcast_to(np.asarray(values, dtype=float), self.pi.shape))
+        """``sum_s pi_s f(s)`` for a per-state array (or a scalar), over the states of positive probability.
+
+        A value that is not finite (NaN or infinite) in a state of positive probability
+        is an error (it names the state); on states of probability 0 it does not count.
+        """
+        v = np.broadcast_to(np.asarray(values, dtype=float), self.pi.shape)
+        used = self.pi > 0  # pi is finite (checked on construction): no NaN can hide here
+        vu = v[used]
+        if not np.all(np.isfinite(vu)):
+            i = int(np.flatnonzero(used)[np.flatnonzero(~np.isfinite(vu))[0]])
+            where = self.space.format_state(i) if self.space is not None else f"state {i}"
+            raise ModelError(f"the value is not finite ({vu[~np.isfinite(vu)][0]}) in {where}, which has "
+                             f"stationary probability {self.pi[i]:.3g}")
+        return float(self.pi[used] @ vu)
 
     def probability(self, mask) -> float:
         """``P(mask)`` for a boolean per-state array."""
@@ -637,7 +655,8 @@ class Explored:
 
 
 def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, max_states: int | None = None,
-                        keep: bool = True, what: str = "the state space", meter: MemoryMeter | None = None) -> Explored:
+                        keep: bool = True, what: str = "the state space", meter: MemoryMeter | None = None,
+                        progress: Callable[[str], None] | None = None) -> Explored:
     """Reachable states and transitions by a breadth-first search over whole frontiers.
 
     Parameters
@@ -669,6 +688,9 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
     meter : MemoryMeter, optional
         Shared with the expander, which accounts for the transitions it forms
         (default: a fresh one).
+    progress : callable, optional
+        ``progress(text)`` receives a line on the search's state (states and
+        transitions found, rounds) about every :data:`PROGRESS_SECONDS`.
 
     Returns
     -------
@@ -693,12 +715,14 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
     for seed in range(_MAX_RESEEDS):
         meter.held = held
         try:
-            return _search(init, expand, tuple(names), packing, seed, max_states, keep, what, meter)
+            return _search(init, expand, tuple(names), packing, seed, max_states, keep, what, meter, progress)
         except _Collision:
             continue
     raise NotApplicableError(f"state keys collided under {_MAX_RESEEDS} hash seeds; report this as a bug")
 
 
+#: a search reports its progress (when asked) at most this often
+PROGRESS_SECONDS = 0.5
 #: a frontier this small, for this many rounds in a row, makes the search try a window (per-round costs dominate)
 _THIN_FRONTIER = 512
 _THIN_ROUNDS = 4
@@ -767,10 +791,19 @@ class _Search:
         return self._hash(words, self.seed) if self.wide else words[:, 0]
 
     # -- rounds ------------------------------------------------------------------------
+    progress = None
+
     def run(self) -> Explored:
+        import time
+
+        last = time.perf_counter()
         while len(self.frontier):
             self.rounds += 1
             self.thin = self.thin + 1 if len(self.frontier) <= _THIN_FRONTIER else 0
+            if self.progress is not None and time.perf_counter() - last >= PROGRESS_SECONDS:
+                last = time.perf_counter()
+                self.progress(f"exploring {self.what}: {self.n_found:,} states, {self.n_kept:,} transitions, "
+                              f"round {self.rounds}, frontier {len(self.frontier):,}")
             if self.windows and self.thin >= _THIN_ROUNDS and self._window():
                 continue
             self._bfs_round()
@@ -1079,8 +1112,10 @@ class _Search:
         return Explored(space, src, dst, weight, order, extras, self.rounds)
 
 
-def _search(init, expand, names, packing, seed, max_states, keep, what, meter) -> Explored:
-    return _Search(init, expand, names, packing, seed, max_states, keep, what, meter).run()
+def _search(init, expand, names, packing, seed, max_states, keep, what, meter, progress=None) -> Explored:
+    search = _Search(init, expand, names, packing, seed, max_states, keep, what, meter)
+    search.progress = progress
+    return search.run()
 
 
 def _check_unique_words(words, keys, unique_keys, first) -> None:

@@ -466,6 +466,8 @@ def unlumped_generator(n, d, lam, K, sampling="without", error="none", eps=0.0, 
         ok = states[:, i] > 0
         rows.append(idx[ok]); cols.append(idx[ok] - strides[i]); vals.append(np.ones(ok.sum()))
     r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    if not np.all(np.isfinite(v)):  # a NaN rate would be dropped by the filter below
+        raise ModelError(f"power-of-d chain: {int(np.count_nonzero(~np.isfinite(v)))} transition rates are not finite")
     keep = v > 0
     r, c, v = r[keep], c[keep], v[keep]
     out = np.bincount(r, weights=v, minlength=N)

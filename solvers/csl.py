@@ -61,8 +61,8 @@ from scipy.sparse.csgraph import breadth_first_order
 from exactq.ctmc import DTMC, StationaryDistribution
 from exactq.errors import AccuracyWarning, ModelError, ReducibleError
 from exactq.query import (
-    ExpectedTime, Filter, Formula, Globally, Next, Query, RewardQuery, RewardStructure, SteadyExpectation,
-    SteadyProbability, Threshold, Until, parse_query,
+    ExpectedTime, Filter, Formula, Globally, NativeQuery, Next, Query, RewardQuery, RewardStructure,
+    SteadyExpectation, SteadyProbability, Threshold, Until, parse_query,
 )
 from exactq.result import Result
 
@@ -104,26 +104,27 @@ class QueryAnswer:
 
     def value_under(self, law: StationaryDistribution) -> float:
         """The steady-state query's value under another distribution (e.g. conditioned)."""
-        used = law.pi > 0
-        return float(np.dot(law.pi[used], self.values[used]))
+        return law.expect(self.values)  # finite pi (checked on construction), finite values where pi > 0
+
+
+_SCALAR = (str, bool, int, float, np.generic, type(None))
 
 
 def _small(info: dict) -> dict:
-    """Keep only scalar entries (no per-state vectors) of a solver's info."""
-    return {k: v for k, v in info.items() if isinstance(v, (str, bool, int, float, np.generic, type(None)))}
+    """Keep only scalar entries (no per-state vectors) of a solver's info, and its ``solver`` details."""
+    out = {k: v for k, v in info.items() if isinstance(v, _SCALAR)}
+    if isinstance(info.get("solver"), dict):
+        out["solver"] = {k: v for k, v in info["solver"].items() if isinstance(v, _SCALAR)}
+    return out
 
 
 def _state_values(expr, chain, ns: dict, n: int, ev=None) -> np.ndarray:
-    """Evaluate a state formula: on the chain itself when it knows how (PRISM expressions), else on the namespace.
+    """Evaluate a compiled state formula on the chain's states.
 
-    A PRISM formula with nested operators gets the evaluator ``ev`` as its checker: the
+    A formula with nested operators gets the evaluator ``ev`` as its checker: the
     nested queries' per-state values are computed first (bottom-up).
     """
-    on_chain = getattr(expr, "on_chain", None)
-    if callable(on_chain):
-        v = on_chain(chain, ev) if getattr(expr, "deps", None) else on_chain(chain)
-    else:
-        v = expr(ns, n)
+    v = expr.on_chain(chain, ev) if getattr(expr, "deps", None) else expr.on_chain(chain)
     return np.broadcast_to(np.asarray(v), (n,))
 
 
@@ -150,10 +151,11 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     chain : CTMC or DTMC
         The chain (its ``namespace()`` gives the variables, rewards, labels and
         constants of native expressions; ``initial`` the start of path queries).
-    query : str or Query
-        The query text (the native language of :func:`~exactq.query.parse_query`) or
-        a parsed query, e.g. one of PRISM's properties compiled by
-        :func:`exactq.prism.compile_property`.
+    query : str, NativeQuery or Query
+        A native query (its text, or :func:`~exactq.query.parse_query`'s result),
+        compiled against this chain's variables, constants, rewards and labels; or a
+        compiled query, e.g. one of PRISM's properties
+        (:func:`exactq.prism.properties.compile_properties`).
     eps : float
         Truncation bound of the Fox–Glynn weights for time-bounded queries.
     solver : str
@@ -204,10 +206,12 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     """
     t0 = time.perf_counter()
     q = parse_query(query)
+    if isinstance(q, NativeQuery):  # a native query: compiled against this chain's symbols
+        q = q.bind(chain)
     text = str(q)
     discrete = isinstance(chain, DTMC)
     n = int(chain.n_states)
-    ns = chain.namespace()
+    ns: dict = {}  # (the names are compiled into the query's state formulas)
     inner = q.query if isinstance(q, Filter) else q
     info: dict = {"query": text, "kind": inner.kind}
     if discrete:
@@ -267,6 +271,9 @@ class _Evaluator:
         self.memo: dict = {}  # per-state values of nested queries, by id (one check_chain call)
         self.parts: list = []  # what the nested queries ran (info["parts"])
         self.state_text = None
+        from .linear import LINEAR_SOLVERS  # the reachability systems take the stationary solver's name if they know it
+
+        self.linear_solver = solver if solver in LINEAR_SOLVERS else "auto"
 
     # -- nested operators ----------------------------------------------------------------
     def child(self) -> "_Evaluator":
@@ -554,8 +561,9 @@ class _Evaluator:
             return out, None
         if isinstance(q, ExpectedTime):
             target = _condition(q.target, chain, ns, n, "the target of T=?", self)
-            per_state, sinfo = expected_time(self.Q, target)
+            per_state, sinfo = expected_time(self.Q, target, solver=self.linear_solver)
             self.residual = float(sinfo["residual"])
+            self.error_estimate = sinfo.get("error_estimate")
             self.info.update(_small(sinfo))
             self.method = "query/expected_time"
             self.undecided = ~target
@@ -568,7 +576,13 @@ class _Evaluator:
     def long_run(self, values: np.ndarray, what: str, answer: QueryAnswer):
         self.method = "query/stationary"
         key = ("stationary", self.solver, self.strict)
-        try:
+        hit = self.cache.get(("classes", self.solver))
+        cls = hit[0] if hit is not None else communicating_classes(sp.csr_matrix(self.Q))
+        if hit is None:
+            self.cache[("classes", self.solver)] = (cls, {})
+        if len(cls.closed) > 1:  # the bottom SCCs one by one, weighted by the probability of reaching each
+            return self.long_run_classes(values, what), None
+        try:  # one closed class: solve_stationary solves it alone (zero on the transient states)
             st = self.cache.get(key)
             if st is None:
                 st = solve_stationary(self.chain, solver=self.solver, strict=self.strict)
@@ -584,7 +598,14 @@ class _Evaluator:
         answer.stationary, answer.values = st, values
         value = answer.value_under(st)
         self.residual = float(st.residual)
-        self.info["stationary"] = {"method": st.method, "residual": st.residual}
+        self.info["stationary"] = {"method": st.method, "residual": st.residual,
+                                   **({"recovery": st.info["recovery"]} if st.info.get("recovery") else {}),
+                                   **_small({"solver": st.info.get("solver"),
+                                             "error_bound_l1": st.info.get("error_bound_l1")})}
+        bound = st.info.get("error_bound_l1")
+        if bound is not None and st.method == "bicgstab" and np.all(np.isfinite(values)):  # iterative: say it
+            # |f.pi* - f.pi| <= ||pi* - pi||_1 (max f - min f) / 2, the solver's bound on ||pi* - pi||_1
+            self.error_estimate = float(bound) * float(values.max() - values.min()) / 2.0
         return np.full(self.n, value), value
 
     def long_run_classes(self, values: np.ndarray, what: str) -> np.ndarray:
@@ -611,10 +632,9 @@ class _Evaluator:
                 st = solved[int(c)] = stationary(
                     Q[idx][:, idx], method=self.solver if self.solver != "level-aggregation" else "auto",
                     strict=self.strict, coords=self.chain.states[idx], jumps=getattr(self.chain, "jumps", None))
-            used = st.pi > 0
-            if np.any(~np.isfinite(values[idx][used])):
+            if np.any(~np.isfinite(values[idx][st.pi > 0])):
                 raise ModelError(f"{what!r} is not finite in a state of positive long-run probability")
-            class_value[c] = float(np.dot(st.pi[used], values[idx][used]))
+            class_value[c] = st.expect(values[idx])
             residual = max(residual, float(st.residual))
             methods.add(st.method)
         v_rec = np.where(recurrent, class_value[labels], 0.0)
@@ -644,8 +664,9 @@ class _Evaluator:
         if self.discrete:
             self.method = "query/steps" if (upper is not None or lower) else "query/reachability"
             if upper is None:
-                y, sinfo = until_probability(self.Q, left, right)
+                y, sinfo = until_probability(self.Q, left, right, solver=self.linear_solver)
                 self.residual = float(sinfo["residual"])
+                self.error_estimate = sinfo.get("error_estimate")
                 info.update(_small(sinfo))
             else:
                 y, sinfo = step_bounded_until(self.P, left, right, upper - lower)
@@ -661,16 +682,18 @@ class _Evaluator:
                     self.error_estimate = (self.error_estimate or 0.0) + float(linfo["error_bound"])
             return y
         if upper is None and not lower:
-            y, sinfo = until_probability(self.Q, left, right)
+            y, sinfo = until_probability(self.Q, left, right, solver=self.linear_solver)
             self.residual = float(sinfo["residual"])
+            self.error_estimate = sinfo.get("error_estimate")
             info.update(_small(sinfo))
             self.method = "query/reachability"
             return y
         self.method = "query/uniformisation"
         err = 0.0
         if upper is None:
-            y, sinfo = until_probability(self.Q, left, right)
+            y, sinfo = until_probability(self.Q, left, right, solver=self.linear_solver)
             self.residual = float(sinfo["residual"])
+            err += float(sinfo.get("error_estimate") or 0.0)
         else:
             y, sinfo = bounded_until(self.Q, left, right, upper - lower, eps=self.eps)
             err += float(sinfo["truncated_mass"])
@@ -715,8 +738,10 @@ class _Evaluator:
             return self.total_reward(np.asarray(rs.rate(), dtype=float)), None
         if q.kind_of == "reachability":
             target = _condition(q.target, chain, ns, n, "the target of R=? [ F b ]", self)
-            per_state, sinfo = expected_reward(self.Q, target, np.asarray(rs.rate(), dtype=float))
+            per_state, sinfo = expected_reward(self.Q, target, np.asarray(rs.rate(), dtype=float),
+                                               solver=self.linear_solver)
             self.residual = float(sinfo["residual"])
+            self.error_estimate = sinfo.get("error_estimate")
             self.info.update(_small(sinfo))
             self.method = "query/expected_reward"
             self.undecided = ~target
@@ -846,7 +871,7 @@ def _initial(chain: Any, n: int) -> int | np.ndarray:
             raise ModelError(f"chain.initial must be a state index in [0, {n}); got {init!r}")
         return int(arr)
     arr = arr.astype(float)
-    if arr.shape != (n,) or np.any(arr < 0) or abs(math.fsum(arr) - 1.0) > 1e-9:
+    if arr.shape != (n,) or not np.all(np.isfinite(arr)) or np.any(arr < 0) or abs(math.fsum(arr) - 1.0) > 1e-9:
         raise ModelError(f"chain.initial must be a state index or a distribution of shape ({n},)")
     return arr
 

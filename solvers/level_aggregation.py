@@ -1,4 +1,4 @@
-"""Stationary distributions of large level-structured CTMCs, and the ``exact`` method.
+"""Stationary distributions of large level-structured CTMCs (the solver of the ``exact`` method).
 
 Solver
 ------
@@ -30,8 +30,8 @@ for SuperLU, whose fill explodes on these 12-dimensional lattices.
 
 Method ``exact``
 ----------------
-Registered here with the one truncation driver (:func:`exactq.truncation.grow`,
-``adaptive`` with ``previous=True``): the model builds each truncated chain from the
+Declared in :mod:`exactq.method_table` with the one truncation driver
+(:func:`exactq.truncation.grow`, ``adaptive`` with ``previous=True``): the model builds each truncated chain from the
 previous one and its solution (``level_chain(level, previous)``, a
 :class:`~exactq.ctmc.CTMC` that declares its ``levels``, ``start`` and ``boundary``),
 :func:`~exactq.solvers.stationary.solve_stationary` picks this solver by the declared
@@ -58,15 +58,14 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from exactq.catalogue import register_method
 from exactq.ctmc import StationaryDistribution
 from exactq.errors import ModelError
 
-from .stationary import _warn_or_raise
+from .linear import MAX_REFERENCES, NoValidVector
+from .linear import warn_or_raise as _warn_or_raise
 
 __all__ = ["stationary_levels"]
 
-MAX_STATES = 12_000_000
 #: mean states per level from which the smoother loops over levels (else triangular solves)
 LEVEL_LOOP_MIN = 1000
 
@@ -223,36 +222,38 @@ def stationary_levels(Q, level, *, x0=None, rtol: float = 1e-12, maxiter: int = 
         return StationaryDistribution(np.ones(1), "trivial", 0.0, seconds=time.perf_counter() - t0)
     if x0 is None:
         x0 = np.ones(n)
-    x0 = np.maximum(np.asarray(x0, dtype=float), 0.0)
+    x0 = np.asarray(x0, dtype=float)
+    if x0.shape != (n,) or not np.all(np.isfinite(x0)):
+        raise ModelError(f"the start vector x0 must be {n} finite numbers (one per state)")
+    x0 = np.maximum(x0, 0.0)
     if reference is None:
         low = np.flatnonzero(level == level.min())
         reference = int(low[np.argmax(x0[low])])
-    sysm = _LevelSystem(Q, level, reference)
-    del Q
-    scale = x0[reference] if x0[reference] > 0 else 1.0
-    x = x0 / scale
-    qmax = sysm.qmax
-    nit = 0
-    restarts = 0
-    res = math.inf
-    count = [0]
-
-    def cb(_):
-        count[0] += 1
-
-    M = spla.LinearOperator((sysm.n, sysm.n), sysm.precondition, dtype=float)
-    B = spla.LinearOperator((sysm.n, sysm.n), sysm.matvec, dtype=float)
+    recovery: list[dict] = []
+    tried: list[int] = []
     while True:
-        sysm.set_weights(x)
-        x, _ = spla.bicgstab(B, sysm.b, x0=x, M=M, rtol=1e-15, atol=0.0, maxiter=restart,
-                             callback=cb)
-        restarts += 1
-        nit = count[0]
-        pi = sysm.assemble(x)
-        res = float(np.abs(sysm.residual(pi)).sum()) / qmax
-        if res <= rtol or nit >= maxiter:
+        tried.append(reference)
+        sysm = _LevelSystem(Q, level, reference)
+        pi, x, nit, restarts, res = _iterate(sysm, x0, reference, rtol, maxiter, restart)
+        finite = np.isfinite(x)
+        if finite.all() and np.isfinite(res):
             break
-        x = np.maximum(x, 0.0)
+        # the iterate over- or underflowed: the reference state is far from the mass. Restart
+        # from the largest finite entry (a likelier state), warm-started by the finite part
+        why = f"{int((~finite).sum())} of {n} entries are not finite (the iteration over- or underflowed)"
+        v = np.where(finite & (x > 0), x, -np.inf)
+        v[tried] = -np.inf
+        new = int(np.argmax(v))
+        if not np.isfinite(v[new]) or len(tried) > MAX_REFERENCES:
+            steps = "; ".join(f"{r['from']} -> {r['to']}" for r in recovery)
+            raise NoValidVector(f"level-aggregation: no valid stationary vector ({why})"
+                                   + (f"; tried {steps}" if steps else ""))
+        recovery.append({"from": f"level-aggregation, reference state {reference}",
+                         "to": f"level-aggregation, reference state {new}",
+                         "why": f"{why}; the new reference is the largest finite entry"})
+        top = float(x[finite].max())
+        x0 = np.where(finite, np.maximum(x, 0.0), top) / top
+        reference = new
     if res > rtol:
         _warn_or_raise(f"level-aggregation BiCGSTAB stopped at relative residual {res:.2e} > rtol={rtol:g} "
                        f"after {nit} iterations", strict)
@@ -264,21 +265,44 @@ def stationary_levels(Q, level, *, x0=None, rtol: float = 1e-12, maxiter: int = 
         pi /= pi.sum()
     rvec = sysm.residual(pi)
     residual = float(np.abs(rvec).max())
-    info = {"relative_residual": float(np.abs(rvec).sum()) / qmax, "restarts": restarts,
+    info = {"relative_residual": float(np.abs(rvec).sum()) / sysm.qmax, "restarts": restarts,
             "levels": sysm.n_levels, "reference": reference}
+    if recovery:
+        info["recovery"] = recovery
     return StationaryDistribution(pi, "level-aggregation", residual, nit=nit, seconds=time.perf_counter() - t0, info=info)
 
 
-# ============================================================================ exact
-register_method(
-    "exact",
-    requires="level_chain",
-    driver="adaptive",
-    doc="exact finite system: lumped CTMC on a fitted truncation, grown until converged, solved by "
-        "level aggregation (n = inf: the mean-field limit)",
-    options=("tol", "truncation", "strict", "cost_bound"),
-    previous=True,
-    set_options=("cost_bound",),
-    max_states=MAX_STATES,
-    label="exact/{solver}",
-)
+def _iterate(sysm: _LevelSystem, x0: np.ndarray, reference: int, rtol: float, maxiter: int, restart: int):
+    """Restarted, aggregation-preconditioned BiCGSTAB from ``x0``: (pi, x, nit, restarts, relative residual).
+
+    Stops early when the iterate stops being finite (the caller changes the reference).
+    """
+    scale = x0[reference] if x0[reference] > 0 else 1.0
+    x = x0 / scale
+    qmax = sysm.qmax
+    restarts = 0
+    count = [0]
+
+    def cb(_):
+        count[0] += 1
+
+    M = spla.LinearOperator((sysm.n, sysm.n), sysm.precondition, dtype=float)
+    B = spla.LinearOperator((sysm.n, sysm.n), sysm.matvec, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        while True:
+            if not np.all(np.isfinite(x)):
+                return x, x, count[0], restarts, math.inf
+            try:
+                sysm.set_weights(x)
+            except RuntimeError:  # a singular coarse matrix: weights from an iterate that went wrong
+                return np.full_like(x, np.nan), np.full_like(x, np.nan), count[0], restarts, math.inf
+            x, _ = spla.bicgstab(B, sysm.b, x0=x, M=M, rtol=1e-15, atol=0.0, maxiter=restart, callback=cb)
+            restarts += 1
+            nit = count[0]
+            pi = sysm.assemble(x)
+            res = float(np.abs(sysm.residual(pi)).sum()) / qmax
+            if not np.isfinite(res):
+                return pi, x, nit, restarts, math.inf
+            if res <= rtol or nit >= maxiter:
+                return pi, x, nit, restarts, res
+            x = np.maximum(x, 0.0)

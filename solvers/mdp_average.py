@@ -74,7 +74,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from exactq.budget import require_memory
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError, NotApplicableError
 from exactq.representations.mdp import MDP, LongRunAverage, MDPSolution, Scheduler, TotalReward
 
@@ -666,13 +666,3 @@ def _multichain(mdp, st, r, sense, comp, internal, n_mec, method, tol, maxiter, 
     return MDPSolution(lower, upper, Scheduler(choice), f"end components + {method}", f"LRA{sense}",
                        nit=sum(b.nit for b in bounds), info=info)
 
-
-register_method(
-    "mdp",
-    requires="optimal",
-    driver="model",
-    doc="optimal policy of the model's MDP: policy iteration with span bounds (value iteration, LP as checks); "
-        "capacity=inf by growing truncations",
-    options=("solver", "policy_out", "aperiodicity", "verify", "strict", "tol", "truncation"),
-    solver_controls=("tol", "strict"),
-)

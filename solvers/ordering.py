@@ -16,7 +16,8 @@ import numpy as np
 __all__ = ["nested_dissection"]
 
 
-def nested_dissection(coords: np.ndarray, jumps: np.ndarray, *, leaf_size: int = 32) -> np.ndarray:
+def nested_dissection(coords: np.ndarray, jumps: np.ndarray, *, leaf_size: int = 32,
+                      separators: list | None = None) -> np.ndarray:
     """Nested-dissection permutation of points on an integer lattice.
 
     Parameters
@@ -28,6 +29,9 @@ def nested_dissection(coords: np.ndarray, jumps: np.ndarray, *, leaf_size: int =
         separator thickness; a direction with jump 0 is never split).
     leaf_size : int
         Stop splitting at this many points.
+    separators : list, optional
+        If given, receives one array per level: the sizes of that level's separators
+        (what :func:`exactq.solvers.linear.predict_lu` turns into a fill estimate).
 
     Returns
     -------
@@ -77,6 +81,8 @@ def nested_dissection(coords: np.ndarray, jumps: np.ndarray, *, leaf_size: int =
         remap = np.cumsum(present) - 1
         box = remap[raw]
         parent, dig = np.divmod(child, 3)
+        if separators is not None:
+            separators.append(np.bincount(box, minlength=len(child))[(dig == 2) & split[parent]])
         was_split = split[parent]
         new_lo, new_hi = lo[parent].copy(), hi[parent].copy()
         rows = np.flatnonzero(was_split)

@@ -29,7 +29,6 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
-import scipy.sparse.linalg as spla
 
 from exactq.errors import AccuracyWarning, ModelError
 from exactq.solvers.transient import as_generator, as_mask
@@ -73,14 +72,20 @@ def _prob01(Q: sp.csr_array, left: np.ndarray, right: np.ndarray) -> tuple[np.nd
     return no, yes
 
 
-def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray) -> tuple[np.ndarray, dict]:
+def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, solver: str = "auto",
+                  what: str = "the linear system") -> tuple[np.ndarray, dict]:
     """Solve ``-Q_SS x = rhs_rates`` on ``states``, scaled by the exit rates.
 
     The scaled matrix ``D^{-1}(-Q_SS) = I - P_SS`` is the embedded jump chain's, which
-    keeps rates of very different magnitude from hurting the conditioning.
+    keeps rates of very different magnitude from hurting the conditioning. The solver
+    (sparse LU or BiCGSTAB) is chosen by the LU's predicted cost
+    (:func:`exactq.solvers.linear.solve_mmatrix`), and the answer comes with a
+    componentwise error bound (``info["error_bound"]``, the largest).
     """
+    from .linear import solve_mmatrix
+
     idx = np.flatnonzero(states)
-    info = {"n_solved": int(idx.size), "residual": 0.0}
+    info = {"n_solved": int(idx.size), "residual": 0.0, "error_bound": 0.0}
     if idx.size == 0:
         return np.zeros(0), info
     Qss = Q[idx][:, idx].tocsr()
@@ -89,19 +94,28 @@ def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray) ->
         i = int(idx[np.flatnonzero(exit_rate <= 0)[0]])
         raise ModelError(f"state {i} is absorbing but was not classified; the generator is inconsistent")
     scale = sp.diags_array(1.0 / exit_rate)
-    A = (scale @ (-Qss)).tocsc()
+    A = (scale @ (-Qss)).tocsr()
     b = rhs_rates / exit_rate
-    x = spla.spsolve(A, b)
+    x, linfo = solve_mmatrix(A, b, solver=solver, what=f"{what} ({idx.size} states)")
     x = np.atleast_1d(np.asarray(x, dtype=float))
     residual = float(np.max(np.abs(A @ x - b))) if x.size else 0.0
-    info["residual"] = residual
+    info.update(residual=residual, error_bound=linfo["error_bound"], solver=linfo["solver"])
+    if linfo["solver"]["name"] != "direct":  # an iterative answer states its bound as the error estimate
+        info["error_estimate"] = linfo["error_bound"]
+    info["_bound"] = linfo["bound_vector"]
     if not np.all(np.isfinite(x)) or residual > RESIDUAL_WARN * max(1.0, float(np.max(np.abs(x)))):
         warnings.warn(f"linear solve on {idx.size} states has residual {residual:.3g}", AccuracyWarning,
                       stacklevel=3)
     return x, info
 
 
-def until_probability(Q, left_mask, right_mask) -> tuple[np.ndarray, dict]:
+def _method_name(solve_info: dict) -> str:
+    """``graph+spsolve`` (the name before solvers were chosen) for a sparse LU, ``graph+bicgstab`` otherwise."""
+    name = solve_info.get("solver", {}).get("name", "direct")
+    return "graph+" + ("spsolve" if name == "direct" else name)
+
+
+def until_probability(Q, left_mask, right_mask, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
     """Probability of ``left U right`` (unbounded) from every state.
 
     Parameters
@@ -162,10 +176,16 @@ def until_probability(Q, left_mask, right_mask) -> tuple[np.ndarray, dict]:
     rest = ~no & ~yes
     # right-hand side: rate from each state of `rest` into the probability-1 states
     rhs = A[np.flatnonzero(rest)] @ yes.astype(float) if np.any(rest) else np.zeros(0)
-    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float))
+    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float), solver, "the reachability system")
     probs[rest] = np.clip(x, 0.0, 1.0)
+    bound = solve_info.pop("_bound", None)
+    lower, upper = probs.copy(), probs.copy()
+    if bound is not None and bound.size:
+        lower[rest] = np.clip(x - bound, 0.0, 1.0)
+        upper[rest] = np.clip(x + bound, 0.0, 1.0)
     info = {
-        "method": "graph+spsolve",
+        "method": _method_name(solve_info),
+        "lower": lower, "upper": upper,
         "n_prob0": int(np.count_nonzero(no)),
         "n_prob1": int(np.count_nonzero(yes)),
         **solve_info,
@@ -174,7 +194,7 @@ def until_probability(Q, left_mask, right_mask) -> tuple[np.ndarray, dict]:
     return probs, info
 
 
-def expected_time(Q, target_mask) -> tuple[np.ndarray, dict]:
+def expected_time(Q, target_mask, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
     """Expected time to reach the target set from every state.
 
     Parameters
@@ -231,10 +251,12 @@ def expected_time(Q, target_mask) -> tuple[np.ndarray, dict]:
     times = np.full(n, np.inf)
     times[target] = 0.0
     solve = yes & ~target
-    x, solve_info = _solve_scaled(A, solve, np.ones(int(np.count_nonzero(solve))))
+    x, solve_info = _solve_scaled(A, solve, np.ones(int(np.count_nonzero(solve))), solver,
+                                  "the expected-time system")
     times[solve] = x
+    solve_info.pop("_bound", None)
     info = {
-        "method": "graph+spsolve",
+        "method": _method_name(solve_info),
         "n_infinite": int(np.count_nonzero(~yes)),
         **solve_info,
         "seconds": time.perf_counter() - t0,
@@ -242,7 +264,7 @@ def expected_time(Q, target_mask) -> tuple[np.ndarray, dict]:
     return times, info
 
 
-def expected_reward(Q, target_mask, reward) -> tuple[np.ndarray, dict]:
+def expected_reward(Q, target_mask, reward, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
     """Expected reward accumulated until the target set is reached, from every state.
 
     Parameters
@@ -292,14 +314,15 @@ def expected_reward(Q, target_mask, reward) -> tuple[np.ndarray, dict]:
     values = np.full(n, np.inf)
     values[target] = 0.0
     solve = yes & ~target
-    x, solve_info = _solve_scaled(A, solve, r[solve])
+    x, solve_info = _solve_scaled(A, solve, r[solve], solver, "the expected-reward system")
     values[solve] = x
-    info = {"method": "graph+spsolve", "n_infinite": int(np.count_nonzero(~yes)), **solve_info,
+    solve_info.pop("_bound", None)
+    info = {"method": _method_name(solve_info), "n_infinite": int(np.count_nonzero(~yes)), **solve_info,
             "seconds": time.perf_counter() - t0}
     return values, info
 
 
-def absorption_values(Q, absorbing_mask, values) -> tuple[np.ndarray, dict]:
+def absorption_values(Q, absorbing_mask, values, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
     """``E_s[v(X_τ)]``, the value of the state where the absorbing set is first entered.
 
     Parameters
@@ -355,6 +378,7 @@ def absorption_values(Q, absorbing_mask, values) -> tuple[np.ndarray, dict]:
     out = np.where(absorbing, v, 0.0)
     rest = ~absorbing
     rhs = A[np.flatnonzero(rest)] @ np.where(absorbing, v, 0.0) if rest.any() else np.zeros(0)
-    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float))
+    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float), solver, "the absorption system")
     out[rest] = x
-    return out, {"method": "graph+spsolve", **solve_info, "seconds": time.perf_counter() - t0}
+    solve_info.pop("_bound", None)
+    return out, {"method": _method_name(solve_info), **solve_info, "seconds": time.perf_counter() - t0}

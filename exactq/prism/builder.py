@@ -711,7 +711,8 @@ def _referenced_columns(expr, row: np.ndarray) -> list:
     return sorted(rec.seen)
 
 
-def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None = None) -> BuiltModel:
+def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None = None,
+                progress=None) -> BuiltModel:
     """Build the chain of an analysed PRISM model (see the module docstring).
 
     Parameters
@@ -723,6 +724,9 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     max_states : int, optional
         Refuse to explore beyond this many states (default: only the memory budget,
         checked before every large allocation).
+    progress : callable, optional
+        ``progress(text)``: a line on the exploration about every half second (for a
+        status line; the library prints nothing itself).
 
     Returns
     -------
@@ -745,7 +749,9 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     b.jumps = np.zeros(len(b.lo), dtype=np.int64)
     b.meter = MemoryMeter()
     ex = explore_transitions(init, b, b.names, hi=b.hi, lo=b.lo, max_states=max_states,
-                             what=f"{info.source.name}", meter=b.meter)
+                             what=f"{info.source.name}", meter=b.meter, progress=progress)
+    if progress is not None:
+        progress(f"assembling the chain of {info.source.name}: {ex.space.n_states:,} states")
     space = ex.space
     n = space.n_states
     states = space.states

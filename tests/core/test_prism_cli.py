@@ -161,3 +161,31 @@ def test_solve_a_prism_file_with_its_constants_as_parameters(capsys):
     code, out, err = run(capsys, "solve", FILES / "mmck.sm", "K=5", "lambda=1.5", "--measure", "nope")
     assert code == 2 and "unknown measure 'nope'" in err and "label:full" in err
 
+
+
+def test_check_progress_is_on_stderr_only_when_asked(capsys):
+    """Issue 24: a PRISM check shows its build and its properties on stderr with --progress, never on stdout."""
+    code, out, err = run(capsys, "check", FILES / "mmck.sm", "--props", FILES / "mmck.csl", "--const",
+                         "K=5,lambda=1.5", "--progress", "--json")
+    assert code == 0 and isinstance(json.loads(out), list)  # stdout stays one JSON document
+    assert "building the chain" in err and "checking properties" in err and "done: 6 points" in err
+    code, out, err = run(capsys, "check", FILES / "mmck.sm", 'S=? [ "full" ]', "--const", "K=5,lambda=1.5")
+    assert code == 0 and "building the chain" not in err  # off a terminal: nothing unless asked
+
+
+def test_exploration_reports_its_rounds():
+    from exactq.prism import load_prism
+
+    m = load_prism("bd.sm", text="ctmc module q n : [0..20000] init 0; [] n < 20000 -> 1 : (n'=n+1); "
+                                 "[] n > 0 -> 2 : (n'=n-1); endmodule")
+    lines = []
+    import exactq.ctmc as ctmc
+
+    old, ctmc.PROGRESS_SECONDS = ctmc.PROGRESS_SECONDS, 0.0
+    try:
+        built = m.build(progress=lines.append)
+    finally:
+        ctmc.PROGRESS_SECONDS = old
+    assert built.chain.n_states == 20001 and m.built is built
+    assert any(line.startswith("exploring bd.sm:") and "states" in line for line in lines)
+    assert lines[-1] == "assembling the chain of bd.sm: 20,001 states"

@@ -273,3 +273,30 @@ def test_bools_print_as_true_false_and_states_are_in_prisms_order():
     chain = load(text).built.chain
     assert chain.states.tolist() == [[0, 1], [0, 2], [1, 1]]  # lexicographic, as PRISM's .sta
     assert np.flatnonzero(chain.labels["init"]).tolist() == [1]
+
+
+def test_assignments_without_parentheses_as_prism_reads_them():
+    """``0.5 : s'=7 & (d'=3)`` (PRISM's own dice example writes it so): the right side ends at the next assignment."""
+    from exactq.prism.syntax import parse_model_text
+
+    m = parse_model_text("dtmc module d s:[0..7]; d:[0..6]; b : bool; "
+                         "[] s=4 -> 0.5 : (s'=7) & (d'=2) + 0.5 : s'=7 & (d'=3); [] s=5 -> s'=6; "
+                         "[] s=6 -> 1 : b'=s>2 & s<9 & (d'=1); endmodule")
+    got = [[(None if u.prob is None else str(u.prob), [(a.var, str(a.expr)) for a in u.assigns]) for u in c.updates]
+           for c in m.modules[0].commands]
+    assert got == [[("0.5", [("s", "7"), ("d", "2")]), ("0.5", [("s", "7"), ("d", "3")])],
+                   [(None, [("s", "6")])],
+                   [("1", [("b", "s > 2 & s < 9"), ("d", "1")])]]
+
+
+def test_a_point_time_bound_f_equals_t():
+    """``F=T`` is ``F[T,T]`` (Storm and the PRISM suite's mainframe properties write it)."""
+    import math
+
+    import exactq
+
+    m = exactq.load_prism("two.sm", text="ctmc module m s : [0..1]; [] s=0 -> 3 : (s'=1); [] s=1 -> 1 : (s'=0); "
+                                         "endmodule")
+    a, b = exactq.api.check_properties(m, "P=? [ F=0.5 s=1 ]\nP=? [ F[0.5,0.5] s=1 ]")
+    want = 0.75 * (1 - math.exp(-4 * 0.5))  # P(s(t) = 1) of the two-state chain
+    assert a.value == pytest.approx(want, rel=1e-12) and b.value == pytest.approx(want, rel=1e-12)

@@ -1,0 +1,250 @@
+"""Solver choice by predicted LU cost, BiCGSTAB with a Gauss-Seidel preconditioner, and
+the a-posteriori error bounds of iterative answers (issue 20, item 1).
+
+Every iterative answer is compared with a sparse LU (or mpmath) on the same system, and
+its stated bound must hold: ``lower <= direct <= upper`` for reachability probabilities
+and rewards, ``||pi_iterative - pi_direct||_1 <= error_bound_l1`` for steady states.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import exactq
+from exactq.api import check_properties
+from exactq.budget import BudgetError
+from exactq.ctmc import CTMC
+from exactq.solvers import linear
+from exactq.solvers.linear import GaussSeidel, choose, error_bound, predict_lu, solve_iterative, solve_mmatrix
+from exactq.solvers.ordering import nested_dissection
+from exactq.solvers.reachability import expected_reward, until_probability
+from exactq.solvers.stationary import stationary
+
+
+def grid_generator(shape, up=1.0, down=1.5):
+    """Independent birth-death coordinates on a box: a lattice chain with unit jumps."""
+    Q = None
+    for k, size in enumerate(shape):
+        B = sp.diags([np.full(size - 1, down), np.full(size - 1, up)], [-1, 1], format="lil")
+        B.setdiag(-np.asarray(B.sum(axis=1)).ravel())
+        term = sp.identity(1)
+        for j, s in enumerate(shape):
+            term = sp.kron(term, B if j == k else sp.identity(s))
+        Q = term if Q is None else Q + term
+    coords = np.stack(np.unravel_index(np.arange(int(np.prod(shape))), shape), axis=1)
+    return sp.csr_matrix(Q), coords
+
+
+def product_form(shape, up=1.0, down=1.5):
+    law = np.ones(1)
+    for s in shape:
+        g = (up / down) ** np.arange(s)
+        law = np.outer(law, g / g.sum()).ravel()
+    return law
+
+
+# ------------------------------------------------------------------ prediction
+def test_nested_dissection_prediction_does_not_exceed_the_real_fill_on_a_box():
+    Q, coords = grid_generator((80, 80))
+    pred = predict_lu(Q, coords=coords, jumps=np.array([1, 1]))
+    assert pred.kind == "nested dissection"
+    perm = nested_dissection(coords, np.array([1, 1]))
+    A = (-Q)[perm][:, perm].tocsc() + sp.identity(Q.shape[0], format="csc")  # nonsingular, same pattern
+    lu = spla.splu(A, permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+    assert pred.nnz <= lu.nnz  # the separator blocks are dense in the factor
+    assert pred.nnz >= 0.2 * lu.nnz  # and they are most of it
+
+
+def test_envelope_prediction_bounds_the_fill_in_its_own_ordering():
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    rng = np.random.default_rng(3)
+    n = 6000
+    rows = np.repeat(np.arange(n), 3)
+    cols = (rows + rng.integers(1, 40, rows.size)) % n
+    A = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n))
+    A = (sp.diags(np.asarray(A.sum(axis=1)).ravel() + np.asarray(A.sum(axis=0)).ravel() + 1.0) - A).tocsr()
+    pred = predict_lu(A)
+    assert pred.kind == "envelope"
+    S = (abs(A) + abs(A).T).tocsr()
+    perm = reverse_cuthill_mckee(S, symmetric_mode=True)
+    lu = spla.splu(A[perm][:, perm].tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0,
+                   options=dict(SymmetricMode=True))
+    assert lu.nnz <= pred.nnz
+
+
+def test_choose_takes_the_lu_for_a_band_and_bicgstab_for_a_six_dimensional_box():
+    Q, _ = grid_generator((20000,))
+    name, why = choose(Q)
+    assert name == "direct" and "predicted LU" in why["why"]
+    Q6, c6 = grid_generator((5,) * 6)
+    name, why = choose(Q6, coords=c6, jumps=np.ones(6, np.int64))
+    assert name == "bicgstab"
+    assert "predicted LU" in why["why"] and why["predicted_lu_nnz"] > 10 * Q6.nnz
+
+
+def test_an_explicit_direct_solve_over_the_budget_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setenv("EXACTQ_MEMORY_BUDGET", "1MB")
+    Q6, c6 = grid_generator((5,) * 6)
+    with pytest.raises(BudgetError) as e:
+        stationary(Q6, method="direct", coords=c6, jumps=np.ones(6, np.int64))
+    msg = str(e.value)
+    assert "\n" not in msg and "sparse LU" in msg and "solver=bicgstab" in msg
+
+
+# ------------------------------------------------------------------ iterative solves and their bounds
+def test_gauss_seidel_preconditioner_is_the_lower_triangle():
+    A = sp.csr_matrix(np.array([[4.0, -1.0, 0.0], [-2.0, 5.0, -1.0], [0.0, -3.0, 6.0]]))
+    r = np.array([1.0, 2.0, 3.0])
+    M = np.tril(A.toarray())
+    np.testing.assert_allclose(GaussSeidel(A).solve(r), np.linalg.solve(M, r), rtol=1e-14)
+    np.testing.assert_allclose(GaussSeidel(A).solve(r, trans=True), np.linalg.solve(M.T, r), rtol=1e-14)
+
+
+def test_error_bound_holds_for_a_perturbed_solution():
+    A = sp.csr_matrix(np.array([[1.0, -0.5, 0.0], [-0.3, 1.0, -0.6], [0.0, -0.2, 1.0]]))
+    b = np.array([0.5, 0.1, 0.8])
+    exact = np.linalg.solve(A.toarray(), b)
+    approx = exact + np.array([1e-6, -2e-6, 5e-7])
+    bound, info = error_bound(A, approx, b)
+    assert info["certificate_gamma"] > 0
+    assert np.all(np.abs(approx - exact) <= bound)
+
+
+def test_bicgstab_steady_state_against_the_product_form_and_its_bound():
+    shape = (12, 12, 12)
+    Q, coords = grid_generator(shape)
+    exact = product_form(shape)
+    it = stationary(Q, method="bicgstab", coords=coords, jumps=np.ones(3, np.int64))
+    lu = stationary(Q, method="direct", coords=coords, jumps=np.ones(3, np.int64))
+    assert it.method == "bicgstab" and it.info["solver"]["name"].startswith("bicgstab")
+    assert it.info["relative_residual"] < 1e-12
+    np.testing.assert_allclose(it.pi, exact, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(lu.pi, exact, rtol=1e-10, atol=0)
+    assert np.abs(it.pi - exact).sum() <= it.info["error_bound_l1"] < 1e-8
+    assert np.abs(lu.pi - exact).sum() <= lu.info["error_bound_l1"]  # the direct solve states it too
+
+
+def test_auto_picks_bicgstab_by_prediction_and_says_why():
+    shape = (5,) * 6  # 15,625 states: the LU's separator blocks make it costly
+    Q, coords = grid_generator(shape)
+    st = stationary(Q, coords=coords, jumps=np.ones(6, np.int64))
+    assert st.method == "bicgstab"
+    assert "predicted LU work" in st.info["solver"]["why"]
+    np.testing.assert_allclose(st.pi, product_form(shape), rtol=1e-9, atol=0)
+
+
+def _kanban(t):
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location("prism_models", pathlib.Path(__file__).parents[2] / "bench" /
+                                                  "prism_models.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text, consts, props = mod.kanban(t)
+    return exactq.load_prism("kanban.sm", consts, text=text).ctmc()
+
+
+def test_bicgstab_on_a_kanban_chain_agrees_with_the_lu():
+    chain = _kanban(2)  # 4,600 states, 12 variables
+    jumps = chain.jumps
+    it = stationary(chain.Q, method="bicgstab", coords=chain.states, jumps=jumps, reference=chain.initial)
+    lu = stationary(chain.Q, method="direct", coords=chain.states, jumps=jumps, reference=chain.initial)
+    np.testing.assert_allclose(it.pi, lu.pi, rtol=1e-9, atol=1e-15)
+    assert np.abs(it.pi - lu.pi).sum() <= it.info["error_bound_l1"] + lu.info["error_bound_l1"]
+
+
+CASCADE = """ctmc
+const int N;
+module level1
+  a1 : [0..N] init N;
+  b1 : [0..N] init 0;
+  [] a1>0 -> 1.0*a1 : (a1'=a1-1)&(b1'=b1+1);
+  [] b1>0 -> 0.8*b1 : (b1'=b1-1);
+  [] a1+b1<N -> 0.3*(N-a1-b1) : (b1'=b1+1);
+  [] b1>0 -> 0.2*b1 : (a1'=a1+1)&(b1'=b1-1);
+endmodule
+module level2
+  a2 : [0..N] init N;
+  b2 : [0..N] init 0;
+  [] a2>0 & a1+b1<N -> 0.05*a2*(N-a1-b1) : (a2'=a2-1)&(b2'=b2+1);
+  [] b2>0 & a1+b1<N -> 0.05*b2*(N-a1-b1) : (b2'=b2-1);
+  [] a2+b2<N -> 0.1*(N-a2-b2) : (b2'=b2+1);
+  [] b2>0 -> 0.1*b2 : (a2'=a2+1)&(b2'=b2-1);
+endmodule
+rewards "active" true : N-a2-b2; endrewards
+"""
+
+
+@pytest.fixture(scope="module")
+def cascade():
+    return exactq.load_prism("cascade.sm", {"N": 8}, text=CASCADE).ctmc()  # 2,025 states
+
+
+def test_reachability_interval_contains_the_direct_answer(cascade):
+    Q = cascade.Q
+    S = cascade.states
+    left = S[:, 2] > 0
+    right = (S[:, 2] == 0) & (S[:, 3] <= 2)
+    p_it, info_it = until_probability(Q, left, right, solver="bicgstab")
+    p_lu, info_lu = until_probability(Q, left, right, solver="direct")
+    assert info_it["solver"]["name"] == "bicgstab" and info_lu["solver"]["name"] == "direct"
+    assert info_it["method"] == "graph+bicgstab" and info_lu["method"] == "graph+spsolve"
+    assert np.all(info_it["lower"] <= p_lu) and np.all(p_lu <= info_it["upper"])
+    assert float((info_it["upper"] - info_it["lower"]).max()) < 1e-9
+    np.testing.assert_allclose(p_it, p_lu, rtol=0, atol=1e-10)
+
+
+def test_expected_reward_bound_contains_the_direct_answer(cascade):
+    S = cascade.states
+    target = (S[:, 2] == 0) & (S[:, 3] == 0)
+    r = (8 - S[:, 2] - S[:, 3]).astype(float)
+    v_it, info_it = expected_reward(cascade.Q, target, r, solver="bicgstab")
+    v_lu, _ = expected_reward(cascade.Q, target, r, solver="direct")
+    finite = np.isfinite(v_lu)
+    assert np.all(np.abs(v_it[finite] - v_lu[finite]) <= info_it["error_bound"])
+    assert info_it["error_estimate"] == info_it["error_bound"] < 1e-6 * float(v_lu[finite].max())
+
+
+def test_check_reports_the_solver_and_its_error_estimate(cascade):
+    m = exactq.load_prism("cascade.sm", {"N": 8}, text=CASCADE)
+    r, = check_properties(m, 'R{"active"}=? [ F a2=0 & b2=0 ]')
+    v_lu, _ = expected_reward(cascade.Q, (cascade.states[:, 2] == 0) & (cascade.states[:, 3] == 0),
+                              (8 - cascade.states[:, 2] - cascade.states[:, 3]).astype(float), solver="direct")
+    assert r.value == pytest.approx(float(v_lu[cascade.initial]), rel=1e-9)
+    assert r.info["solver"]["name"] in ("direct", "bicgstab") and r.info["solver"]["why"]
+
+
+def test_auto_falls_back_to_the_lu_when_bicgstab_fails(monkeypatch):
+    Q, _ = grid_generator((6000,))
+    A = sp.identity(Q.shape[0], format="csr") - (Q - sp.diags(Q.diagonal())) / (1.0 + float((-Q.diagonal()).max()))
+    b = np.ones(A.shape[0])
+
+    def stuck(A, b, **kw):
+        return np.zeros_like(b), {"iterations": 1, "status": 1}
+
+    monkeypatch.setattr(linear, "solve_iterative", stuck)
+    monkeypatch.setattr(linear, "choose", lambda *a, **k: ("bicgstab", {"why": "test"}))
+    x, info = solve_mmatrix(A, b)
+    assert info["solver"]["name"] == "direct" and "so the LU after all" in info["solver"]["why"]
+    np.testing.assert_allclose(A @ x, b, rtol=0, atol=1e-12)
+
+
+def test_solve_iterative_counts_and_converges():
+    n = 3000
+    A = sp.diags([-np.full(n - 1, 0.4), np.ones(n), -np.full(n - 1, 0.5)], [-1, 0, 1], format="csr")
+    b = np.linspace(0, 1, n)
+    x, info = solve_iterative(A, b, rtol=1e-14)
+    assert info["status"] == 0 and info["iterations"] > 0
+    np.testing.assert_allclose(x, spla.spsolve(A.tocsc(), b), rtol=1e-11)
+
+
+def test_from_generator_chains_use_the_same_choice():
+    Q, _ = grid_generator((6000,))
+    st = exactq.solvers.stationary.solve_stationary(CTMC.from_generator(Q, ["n"]))
+    assert st.info["solver"]["name"] == "direct"
+    np.testing.assert_allclose(st.pi, product_form((6000,)), rtol=1e-8, atol=1e-300)
