@@ -554,8 +554,12 @@ class OptimalDispatch(Model):
                 warnings.simplefilter("ignore")
                 o = context.solve(LongRunAverage(mdp, cost, "min"), method=name, tol=context.tol, **extra)
             diff = abs(o.at(0)[0] - ref[0])
-            ok = diff <= max(10 * context.tol * abs(ref[0]), 1e-12) and o.lower[0] <= ref[2] + 1e-12 * abs(ref[0]) \
-                and ref[1] <= o.upper[0] + 1e-12 * abs(ref[0])
+            slack = 1e-12 * abs(ref[0])
+            overlap = o.lower[0] <= ref[2] + slack and ref[1] <= o.upper[0] + slack
+            # agreement: the values within tol, or the other solver's own bracket holding this value (the LP's
+            # point value is only as exact as HiGHS's feasibility tolerance; its span bounds are exact)
+            ok = overlap and (diff <= max(10 * context.tol * abs(ref[0]), 1e-12)
+                              or o.lower[0] - slack <= ref[0] <= o.upper[0] + slack)
             agree &= ok
             res[name] = {"value": o.at(0)[0], "lower": float(o.lower[0]), "upper": float(o.upper[0]),
                          "abs_diff": diff, "agree": bool(ok), "nit": o.nit}
