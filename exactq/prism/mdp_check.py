@@ -262,7 +262,12 @@ class _MDPEvaluator:
         from exactq.solvers.mdp_average import long_run_average
 
         sol = long_run_average(LongRunAverage(self.mdp, r, sense), strict=self.strict)
-        return self._solution(sol, "mdp/long_run_average")
+        out = self._solution(sol, "mdp/long_run_average")
+        if r.size:  # an average of the per-step rewards lies between their extremes (an indicator's in [0, 1])
+            lo, hi = float(r.min()), float(r.max())
+            out.lower, out.upper = np.clip(out.lower, lo, hi), np.clip(out.upper, lo, hi)
+            out.value = np.clip(0.5 * (out.lower + out.upper), out.lower, out.upper)
+        return out
 
     # -- thresholds -------------------------------------------------------------------------
     def threshold(self, q) -> np.ndarray:
