@@ -24,6 +24,12 @@ The ratio is exactq's seconds over ``storm_sound``'s (the target: at most 2). Va
 compared to Storm's sound value (relative 1e-6), and exactq's bounds must enclose it
 within Storm's precision.
 
+Known: on ``gambler-2000``, ``R{"bets"}max=? [ F "goal" | "broke" ]``, Storm's sound
+engine answers 40963.49 where Storm's exact (rational) engine and its policy iteration
+both give 50000 (= exactq's bounds [50000, 50000]; timid play from capital 1000 at drift
+-0.02 takes 1000 / 0.02 bets): the row's ``value_match`` false is Storm's error. The
+start-up of a process (imports) dominates the tiny ``zeroconf`` case.
+
 Usage::
 
     python bench/prism_mdp.py --out bench/results_prism_mdp.json
