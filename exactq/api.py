@@ -420,8 +420,13 @@ def check_properties(model: Model, properties, *, strict: bool = False, eps: flo
         t0 = time.perf_counter()
         try:
             with deep_recursion(f"the property {prop.text[:40]!r}"):  # nested operators are evaluated recursively
-                answer = check_chain(built.chain, prop.query, strict=strict, rewards=built.rewards, eps=eps,
-                                     cache=cache, solver=solver, state_text=state_text)
+                if getattr(model, "kind", None) == "mdp":  # optima over schedulers: exactq.prism.mdp_check
+                    from .prism.mdp_check import check_mdp
+
+                    answer = check_mdp(built.chain, prop.query, strict=strict, state_text=state_text)
+                else:
+                    answer = check_chain(built.chain, prop.query, strict=strict, rewards=built.rewards, eps=eps,
+                                         cache=cache, solver=solver, state_text=state_text)
         except ExactqError as exc:
             if errors == "raise":
                 raise

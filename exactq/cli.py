@@ -798,6 +798,9 @@ def _emit_prism_text(result, constants: dict) -> None:
     bits = [f"method {result.method}"]
     if result.error_estimate is not None:
         bits.append(f"error estimate {result.error_estimate:.2e}")
+    if info.get("model") == "mdp" and result.lower is not None and result.upper is not None:
+        bits.append(f"bounds [{_fmt_prism_value(result.lower)}, {_fmt_prism_value(result.upper)}], "
+                    f"{info.get('solver')}")
     bits.append(f"{result.n_states} states, {info.get('n_transitions')} transitions")
     bits.append(f"build {info.get('build_seconds', 0.0):.3g} s, solve {info.get('solve_seconds', 0.0):.3g} s")
     name = info.get("property_name")

@@ -268,12 +268,26 @@ def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: 
     while d <= max(tol, 1e-13):
         U = x * (1 + d)
         L = np.maximum(x * (1 - d), 0.0)
-        best, _ = backup(red.Q, red.b, np.column_stack([L, U]), red.starts, sense)
-        FL, FU = best[:, 0], best[:, 1]
-        if np.all(FU <= U + 8 * _EPS * np.abs(U)) and np.all(FL >= L - 8 * _EPS * np.abs(L)):
-            return np.maximum(np.minimum(FL, FU), L), np.maximum(np.minimum(FU, U), L)
+        # where x is a fixpoint only up to the solve's rounding (a choice better by a few ulps than the one
+        # policy iteration kept), (1 + d) x misses F(U) <= U by those ulps; then U is iterated, U <- F(U), and
+        # L <- F(L), a few times: any iterate with F(U) <= U (F(L) >= L) is a bound by the same argument
+        for _ in range(_VERIFY_SWEEPS):
+            best, _ = backup(red.Q, red.b, np.column_stack([L, U]), red.starts, sense)
+            FL, FU = best[:, 0], best[:, 1]
+            up = np.all(FU <= U + 8 * _EPS * np.abs(U))
+            low = np.all(FL >= L - 8 * _EPS * np.abs(L))
+            if up and low:
+                return np.maximum(np.minimum(FL, FU), L), np.maximum(np.minimum(FU, U), L)
+            if not up:
+                U = FU
+            if not low:
+                L = np.maximum(FL, 0.0)
         d *= 100.0
     return None
+
+
+#: backups :func:`verified_bracket` tries per slack before it widens the slack
+_VERIFY_SWEEPS = 12
 
 
 def policy_iteration(red: Reduced, sense: str, choice: np.ndarray, *, maxiter: int = 10_000):
@@ -412,9 +426,20 @@ def _upper_start(red, sense, upper_start, lower, tol, atol, budget, info):
     return lower, None, nit
 
 
-def _policy_bracket(red, sense, proper, tol, atol, info):
-    """Policy iteration and its verified bracket: ``(L, U, choice, improvements)``, or None (reason in info)."""
-    start = _proper_choice(red) if proper else greedy(*_backup0(red, sense), red.groups, sense=sense)
+def _policy_bracket(red, sense, proper, tol, atol, info, warm=None):
+    """Policy iteration and its verified bracket: ``(L, U, choice, improvements)``, or None (reason in info).
+
+    ``warm`` (a lower bound from interval iteration) gives the first scheduler, greedy on
+    it, where any scheduler will do (every one leaves the maybe states surely); ``Rmin``
+    starts from a proper scheduler.
+    """
+    if proper:
+        start = _proper_choice(red)
+    elif warm is not None:
+        best, q = backup(red.Q, red.b, warm, red.starts, sense)
+        start = greedy(q, best, red.groups, sense=sense)
+    else:
+        start = greedy(*_backup0(red, sense), red.groups, sense=sense)
     try:
         x, choice, nit = policy_iteration(red, sense, start)
     except ExactqError as exc:  # a budget, a singular system: interval iteration needs neither
@@ -449,14 +474,17 @@ def _solve(mdp, st, red: Reduced, sense, method, upper_start, tol, atol, maxiter
     budget = min(AUTO_SWEEPS, maxiter) if method == "auto" else maxiter
     lower, upper, nit = _upper_start(red, sense, upper_start, np.zeros(red.n), tol, atol, budget, info)
     if upper is not None:
-        lower, upper, sweeps, ok = interval_iteration(red, sense, lower, upper, tol=tol, atol=atol,
-                                                      maxiter=max(budget - nit, 1))
+        if method == "auto":
+            lower, upper, sweeps, ok = _interval_or_switch(red, sense, lower, upper, tol, atol, max(budget - nit, 1))
+        else:
+            lower, upper, sweeps, ok = interval_iteration(red, sense, lower, upper, tol=tol, atol=atol,
+                                                          maxiter=max(budget - nit, 1))
         nit += sweeps
         if ok or method == "interval-iteration":
             if not ok:
                 _not_converged(what, float(np.max(upper - lower)), nit, strict)
             return _finish(red, sense, lower, upper, nit, info)
-    pi = _policy_bracket(red, sense, proper, tol, atol, info)
+    pi = _policy_bracket(red, sense, proper, tol, atol, info, warm=lower if upper is not None else None)
     if pi is not None:
         L, U, choice, k, x = pi
         if upper is not None:
@@ -478,6 +506,40 @@ def _solve(mdp, st, red: Reduced, sense, method, upper_start, tol, atol, maxiter
     if not ok:
         _not_converged(what, float(np.max(upper - lower)), nit, strict)
     return _finish(red, sense, lower, upper, nit, info)
+
+
+#: ``auto`` measures interval iteration's rate over this many sweeps before it decides to go on
+_RATE_SWEEPS = 64
+
+
+def _interval_or_switch(red, sense, lower, upper, tol, atol, budget):
+    """Interval iteration for up to ``budget`` sweeps, stopped early where it would not meet in them.
+
+    After :data:`_RATE_SWEEPS` sweeps, and every time as many again, the largest width is
+    extrapolated at its observed geometric rate; when the sweeps it would still need
+    exceed what is left of the budget, the bounds so far are returned (not converged),
+    and policy iteration takes over (a few sparse LUs instead of sweeps that would be
+    spent anyway).
+    """
+    done = 0
+    width0 = float(np.max(upper - lower)) if red.n else 0.0
+    while done < budget:
+        step = min(_RATE_SWEEPS, budget - done)
+        lower, upper, k, ok = interval_iteration(red, sense, lower, upper, tol=tol, atol=atol, maxiter=step)
+        done += k
+        if ok or done >= budget:
+            return lower, upper, done, ok
+        width = float(np.max(upper - lower))
+        target = 2.0 * max(tol * float(np.max(0.5 * (np.abs(lower) + np.abs(upper)))), atol, 1e-300)
+        if width0 > 0 and width > 0 and width < width0:
+            rate = (width / width0) ** (1.0 / k)
+            need = np.log(target / width) / np.log(rate) if rate < 1 else np.inf
+            if need > budget - done:
+                return lower, upper, done, False
+        elif width >= width0 > 0:
+            return lower, upper, done, False
+        width0 = width
+    return lower, upper, done, False
 
 
 def _finish(red, sense, lo, hi, nit, info):

@@ -69,6 +69,8 @@ CHUNK_TRANSITIONS = 1 << 21
 #: bytes kept per transition (source, weight, target key) and used while forming a chunk
 _KEPT_PER_TRANSITION = 24
 _WORK_PER_TRANSITION = 96
+#: an mdp also records per transition its probability, choice and group (see _Builder._record)
+_MDP_PER_TRANSITION = 20
 
 
 @dataclass
@@ -134,7 +136,7 @@ class _Pairs:
     ``psum`` the (command, rows, sum of probabilities) of a DTMC.
     """
 
-    __slots__ = ("rows", "prob", "dword", "count", "start", "ncmd", "bad", "segments", "psum")
+    __slots__ = ("rows", "prob", "dword", "count", "start", "ncmd", "bad", "segments", "psum", "rank")
 
 
 class _Builder:
@@ -142,7 +144,12 @@ class _Builder:
         self.info = info
         self.src = info.source
         self.strict = strict
-        self.discrete = info.kind == "dtmc"
+        self.mdp = info.kind == "mdp"
+        self.discrete = info.kind in ("dtmc", "mdp")
+        # an mdp: every transition formed is recorded here (its probability, its choice within its state, its
+        # group), and the search keeps only its index (the weight it sees): see _record
+        self.t_prob, self.t_choice, self.t_group = [], [], []
+        self.t_count = 0
         self.lo = np.array([v.lo for v in info.variables], dtype=np.int64)
         self.hi = np.array([v.hi for v in info.variables], dtype=np.int64)
         self.names = info.names
@@ -184,7 +191,8 @@ class _Builder:
         pk = self.packing
         W = pk.n_words
         narrow = W == 1
-        rows_l, prob_l, dk_l = [], [], []
+        rows_l, prob_l, dk_l, rank_l = [], [], [], []
+        mdp = self.mdp
         bad, segments, psums = [], [], []
         ncmd = np.zeros(n, dtype=np.int64)
         jumps = self.jumps
@@ -194,12 +202,14 @@ class _Builder:
                 if not g:
                     continue
                 rows, sub = self._all_rows(n), ctx
+                rank = ncmd.copy() if mdp else None  # the command's position among the enabled ones of its state
                 ncmd += 1
             else:
                 rows = np.flatnonzero(g)
                 if rows.size == 0:
                     continue
                 sub = ctx if rows.size == n else ctx.subset(rows)
+                rank = ncmd[rows] if mdp else None
                 ncmd += g
             m = rows.size
             psum = 0.0
@@ -258,8 +268,12 @@ class _Builder:
                     dk = np.zeros(m if narrow else (m, W), dtype=np.int64)
                 if live is None:
                     r, q, d = rows, (np.full(m, p) if np.ndim(p) == 0 else p), dk
+                    if mdp:
+                        rank_l.append(rank)
                 else:
                     r, q, d = rows[live], p[live], dk[live]
+                    if mdp:
+                        rank_l.append(rank[live])
                     if out_any is not None:
                         out_any = out_any[live]
                 rows_l.append(r)
@@ -271,19 +285,28 @@ class _Builder:
             if self.discrete:
                 psums.append((ci, rows, psum))
         out = _Pairs()
+        out.rank = None
         if len(rows_l) == 1:
             out.rows, out.prob, out.dword = rows_l[0], prob_l[0], dk_l[0]
+            if mdp:
+                out.rank = rank_l[0]
         elif rows_l:
             out.rows = np.concatenate(rows_l)
             out.prob = np.concatenate(prob_l)
             out.dword = np.concatenate(dk_l)
+            if mdp:
+                out.rank = np.concatenate(rank_l)
             if sort:
                 order = np.argsort(out.rows)
                 out.rows, out.prob, out.dword = out.rows[order], out.prob[order], out.dword[order]
+                if mdp:
+                    out.rank = out.rank[order]
         else:
             out.rows = np.zeros(0, np.int64)
             out.prob = np.zeros(0)
             out.dword = np.zeros(0 if narrow else (0, W), np.int64)
+            if mdp:
+                out.rank = np.zeros(0, np.int64)
         out.count = np.bincount(out.rows, minlength=n)
         if sort:
             out.start = np.cumsum(out.count) - out.count
@@ -339,15 +362,16 @@ class _Builder:
                     nchoice = nchoice * pr.ncmd
                 guarded = nchoice > 0  # every module has an enabled command: the synchronisation exists
             enabled |= active
+            offset = choices.copy() if self.mdp else None  # an mdp: the group's first choice in every state
             choices += nchoice
             self._check_pairs(g, pairs, guarded, states)
-            plans.append((g, pairs, active))
+            plans.append((g, pairs, active, offset))
         scale = None
-        if self.discrete and np.any(choices > 1):
+        if self.discrete and not self.mdp and np.any(choices > 1):
             scale = 1.0 / np.maximum(choices, 1)
         trans = [np.zeros(n) for _ in self.info.rewards]
-        for g, pairs, active in plans:
-            if not active.any():
+        for g, pairs, active, _ in plans:
+            if not active.any() or self.mdp:  # an mdp's transition rewards are per choice (build_model)
                 continue
             self._rewards(g, pairs, active, ctx, trans, scale)
         extras = {"enabled": enabled, "choices": choices}
@@ -358,7 +382,7 @@ class _Builder:
     def _blocks(self, plans, words, scale, n):
         """The transition blocks of a frontier, chunk by chunk (a generator)."""
         W = self.packing.n_words
-        for g, pairs, active in plans:
+        for gi, (g, pairs, active, offset) in enumerate(plans):
             if len(pairs) == 1:
                 pr = pairs[0]  # every pair is a transition of its own
                 src = pr.rows
@@ -366,6 +390,8 @@ class _Builder:
                     continue
                 self._budget(len(src), n)
                 w = pr.prob * scale[src] if scale is not None else pr.prob
+                if self.mdp:  # the choice of a pair: its command's rank among the enabled commands of the state
+                    w = self._record(w, offset[src] + pr.rank, gi)
                 yield src, w, (words[src, 0] if W == 1 else words[src]) + pr.dword
                 continue
             rows = np.flatnonzero(active)
@@ -385,8 +411,28 @@ class _Builder:
                 done = ends[lo - 1] if lo else 0
                 hi = int(np.searchsorted(ends, done + CHUNK_TRANSITIONS, side="right"))
                 hi = max(hi, lo + 1)
-                yield self._product(rows[lo:hi], per_row[lo:hi], pairs, words, scale, W)
+                block = self._product(rows[lo:hi], per_row[lo:hi], pairs, words, scale, W)
+                if self.mdp:
+                    src, weight, target, local = block
+                    block = src, self._record(weight, offset[src] + local, gi), target
+                yield block
                 lo = hi
+
+    def _record(self, prob: np.ndarray, choice: np.ndarray, group: int) -> np.ndarray:
+        """Keep an mdp's transitions (probability, choice within the state, group) and return their indices.
+
+        The search keeps (source, weight, target) per transition; an mdp's weight is the
+        transition's index here (exact in a float below 2^53), so that its choice and
+        probability are found again after the search (:func:`build_model`), whichever
+        transitions the search keeps.
+        """
+        m = len(prob)
+        self.t_prob.append(np.asarray(prob, dtype=float))
+        self.t_choice.append(np.asarray(choice, dtype=np.int64))
+        self.t_group.append(np.full(m, group, dtype=np.int32))
+        ids = np.arange(self.t_count, self.t_count + m, dtype=float)
+        self.t_count += m
+        return ids
 
     def _product(self, rows, per_row, pairs, words, scale, W):
         """The synchronised transitions of ``rows``: the cartesian product of the parts' pairs.
@@ -399,6 +445,7 @@ class _Builder:
         src = rows
         weight = np.ones(len(rows))
         target = words[rows, 0].copy() if W == 1 else words[rows].copy()
+        local = np.zeros(len(rows), dtype=np.int64) if self.mdp else None  # an mdp: the combination's number
         # modules that do not branch on these rows first, while the partial product is small
         order = sorted(range(len(pairs)), key=lambda m: int(pairs[m].count[rows].max()))
         for m in order:
@@ -416,13 +463,19 @@ class _Builder:
                 target = np.repeat(target, cnt, axis=0)
             weight *= pr.prob[e]
             target += dword[e]
+            if local is not None:  # mixed radix over the modules' enabled commands: one choice per combination
+                if cnt.max() != 1:
+                    local = np.repeat(local, cnt)
+                local = local * pr.ncmd[src] + pr.rank[e]
         if scale is not None:
             weight *= scale[src]
+        if local is not None:
+            return src, weight, target, local
         return src, weight, target
 
     def _budget(self, transitions: float, n: int) -> None:
         """Account for the transitions about to be formed (kept) and the work of one chunk (transient)."""
-        self.meter.need(transitions * _KEPT_PER_TRANSITION,
+        self.meter.need(transitions * (_KEPT_PER_TRANSITION + (_MDP_PER_TRANSITION if self.mdp else 0)),
                         f"{self.src.name}: the states and transitions explored so far and the next "
                         f"{transitions:.0f} transitions (out of {n} states)",
                         transient=min(transitions, CHUNK_TRANSITIONS) * _WORK_PER_TRANSITION)
@@ -767,6 +820,8 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
         warn(f"{n_dead} deadlocked state{'s were' if n_dead > 1 else ' was'} fixed by adding a self-loop, as PRISM "
              f"does (e.g. {b.state_text(states[i])})")
     choices = ex.extras["choices"]
+    if b.mdp:
+        return _assemble_mdp(b, info, ex, init, init_mask, dead, t0)
     n_multi = int(np.count_nonzero(choices > 1)) if b.discrete else 0
     if n_multi:
         i = int(np.flatnonzero(choices > 1)[0])
@@ -839,3 +894,106 @@ def _jumps(R: sp.csr_matrix, states: np.ndarray) -> np.ndarray:
             x = states[:, j]
             out[j] = max(out[j], int(np.abs(x[c] - x[r]).max(initial=0)))
     return out
+
+
+def _state_rewards(b: "_Builder", info: ModelInfo, states: np.ndarray) -> tuple[list, dict]:
+    ctx = EvalContext(states)
+    n = len(states)
+    out, keys = {}, []
+    for k, rs in enumerate(info.rewards):
+        key = rs.name if rs.name is not None else f"#{k + 1}"
+        keys.append(key)
+        acc = np.zeros(n)
+        for guard, value in rs.state_items:
+            with np.errstate(all="ignore"):
+                v = np.where(guard.full(ctx), value.full(ctx), 0.0)
+            if not np.all(np.isfinite(v)):
+                i = int(np.flatnonzero(~np.isfinite(v))[0])
+                raise PrismModelError(f"the state reward '{value.text}' of reward structure {key!r} is not finite "
+                                      f"in state {b.state_text(states[i])}")
+            acc = acc + v
+        out[key] = acc
+    return keys, out
+
+
+def _assemble_mdp(b: "_Builder", info: ModelInfo, ex, init, init_mask, dead, t0) -> BuiltModel:
+    """The MDP of an ``mdp`` file: one row per (state, enabled choice), rows grouped by state (Storm's layout).
+
+    A choice is an enabled unlabelled command, or one combination of enabled commands
+    (one per module of its alphabet) of a synchronising action; its row holds the
+    product of the commands' update probabilities. A deadlock state gets one choice,
+    a self-loop (PRISM's and Storm's fix). A transition reward ``[a] g : r`` is earned
+    by every choice of action ``a`` (``[] g : r`` by the unlabelled ones) from a state
+    satisfying ``g``; the state rewards are per step.
+    """
+    from exactq.representations.mdp import MDP
+
+    space = ex.space
+    n = space.n_states
+    states = space.states
+    ids = ex.weight.astype(np.int64)
+    ex.weight = None
+    # gather each kept transition's probability, choice and group from the builder's records
+    b.meter.need(0, f"{info.source.name}: the matrix of {n} states and {len(ids)} transitions",
+                 transient=len(ids) * 48.0 + n * 32.0)
+    prob = np.concatenate(b.t_prob)[ids] if b.t_prob else np.zeros(0)
+    b.t_prob = None
+    local = np.concatenate(b.t_choice)[ids] if b.t_choice else np.zeros(0, np.int64)
+    b.t_choice = None
+    group = np.concatenate(b.t_group)[ids] if b.t_group else np.zeros(0, np.int32)
+    b.t_group = None
+    counts = np.asarray(ex.extras["choices"], dtype=np.int64).copy()
+    counts[dead] = 1
+    row_groups = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=row_groups[1:])
+    n_choices = int(row_groups[-1])
+    src = np.asarray(ex.src, dtype=np.int64)
+    row = row_groups[src] + local
+    dead_idx = np.flatnonzero(dead)
+    n_groups = len(b.groups)
+    choice_group = np.full(n_choices, n_groups, dtype=np.int64)  # n_groups: a deadlock's self-loop
+    choice_group[row] = group
+    rows = np.concatenate([row, row_groups[dead_idx]])
+    cols = np.concatenate([np.asarray(ex.dst, dtype=np.int64), dead_idx])
+    vals = np.concatenate([prob, np.ones(dead_idx.size)])
+    ex.src = ex.dst = None
+    P = sp.csr_matrix((vals, (rows, cols)), shape=(n_choices, n))
+    P.sum_duplicates()
+    P.eliminate_zeros()
+    keys, state_rewards = _state_rewards(b, info, states)
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    choice_rewards = {}
+    for k, key in enumerate(keys):
+        by = b.trans_items[k]
+        if not by:
+            continue
+        acc = np.zeros(n_choices)
+        for gi, g in enumerate(b.groups):
+            items = by.get(g.action)
+            if not items:
+                continue
+            c = np.flatnonzero(choice_group == gi)
+            if c.size == 0:
+                continue
+            ctx = EvalContext(states[owner[c]])
+            part = np.zeros(c.size)
+            with np.errstate(all="ignore"):
+                for guard, value in items:
+                    part += np.where(guard.full(ctx), value.full(ctx), 0.0)
+            if not np.all(np.isfinite(part)):
+                i = int(np.flatnonzero(~np.isfinite(part))[0])
+                raise PrismModelError(f"the transition reward of [{g.action or ''}] is not finite in state "
+                                      f"{b.state_text(states[owner[c[i]]])}")
+            acc[c] = part
+        choice_rewards[key] = acc
+    label_ctx = EvalContext(states, labels={"init": init_mask, "deadlock": dead})
+    labels = {"init": init_mask, "deadlock": dead}
+    for name, c in info.labels.items():
+        labels[name] = np.broadcast_to(c.full(label_ctx), (n,)).copy()
+    init_idx = np.flatnonzero(init_mask)
+    names = [g.action or "" for g in b.groups] + ["(deadlock)"]
+    mdp = MDP(P, row_groups, state_rewards=state_rewards, choice_rewards=choice_rewards, labels=labels,
+              actions=choice_group, action_names=names, space=space,
+              initial=int(init_idx[0]) if init_idx.size == 1 else init_idx)
+    structures = {key: {"state": state_rewards[key], "choice": choice_rewards.get(key)} for key in keys}
+    return BuiltModel(mdp, info, structures, int(P.nnz), int(dead_idx.size), time.perf_counter() - t0, 0)

@@ -186,11 +186,22 @@ def _measures(reward_names, label_names) -> tuple[dict, str]:
 
 
 def _chain_class(base: type, name: str, kind: str, measures: dict, default: str, summary: str) -> type:
+    if kind == "mdp":  # an MDP file: its properties are checked (exactq check); it offers no chain to solve
+        attrs = {"name": name, "summary": summary, "measures": {}, "default_measure": "", "methods": (),
+                 "kind": kind, "__module__": __name__, "auto_method": _mdp_not_solved}
+        return dataclass(frozen=True)(type(f"{base.__name__}_{_ident(name)}", (base,), attrs))
     mixin = _CTMCFactory if kind == "ctmc" else _DTMCFactory
     attrs = {"name": name, "summary": summary, "measures": measures, "default_measure": default,
              "methods": ("ctmc",) if kind == "ctmc" else ("dtmc",), "kind": kind, "__module__": __name__}
     cls = type(f"{base.__name__}_{_ident(name)}", (mixin, base), attrs)
     return dataclass(frozen=True)(cls)
+
+
+def _mdp_not_solved(self):
+    from exactq.errors import NotApplicableError
+
+    raise NotApplicableError(f"{self.path or self.name} is an mdp: its values depend on the scheduler, so it is "
+                             "checked, not solved; ask e.g. exactq check FILE 'Pmax=? [ F \"goal\" ]'")
 
 
 def _ident(name: str) -> str:
@@ -403,6 +414,8 @@ def describe_prism(path: str, constants=None, *, strict: bool = False, text: str
         built = model.built
         out.update(n_states=int(built.chain.n_states), n_transitions=int(built.n_transitions),
                    n_deadlocks=int(built.n_deadlocks), build_seconds=float(built.build_seconds))
+        if info.kind == "mdp":
+            out["n_choices"] = int(built.chain.n_choices)
     else:
         out["missing_constants"] = missing
     return out

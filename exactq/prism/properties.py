@@ -458,6 +458,9 @@ class _Compiler:
     def err(self, node, message: str) -> PrismModelError:
         return self.src.model_error(getattr(node, "line", 1) or 1, getattr(node, "col", 1) or 1, message)
 
+    def unsupported(self, node, message: str):
+        return self.src.unsupported(getattr(node, "line", 1) or 1, getattr(node, "col", 1) or 1, message)
+
     # -- state formulas with nested operators ---------------------------------------------------
     def state(self, expr, role: str, want: str = "bool") -> StateFormula:
         deps: dict = {}
@@ -507,8 +510,8 @@ class _Compiler:
 
     def time(self, expr, role: str) -> float:
         v = self.const(expr, role)
-        if self.kind == "dtmc" and v != int(v):
-            raise self.err(expr, f"{role} of a dtmc counts steps and must be an integer; got {expr} = {v:g}")
+        if self.kind in ("dtmc", "mdp") and v != int(v):
+            raise self.err(expr, f"{role} of a {self.kind} counts steps and must be an integer; got {expr} = {v:g}")
         return v
 
     def bounds(self, b) -> tuple[float, float | None]:
@@ -516,7 +519,7 @@ class _Compiler:
             return 0.0, None
         lo = 0.0 if b.lower is None else self.time(b.lower, "the lower time bound")
         hi = None if b.upper is None else self.time(b.upper, "the time bound")
-        if self.kind == "dtmc":
+        if self.kind in ("dtmc", "mdp"):
             if b.upper_strict and hi is not None:
                 if hi < 1:
                     raise self.err(b.upper, f"the bound '<{b.upper}' admits no step")
@@ -567,7 +570,23 @@ class _Compiler:
         return q, type_
 
     def query(self, node: QueryNode, text: str):
+        opt = getattr(node, "opt", None)
+        if self.kind == "mdp":
+            if node.op in ("S", "E", "T"):
+                raise self.unsupported(node, f"'{node.op}' on an mdp is outside the supported fragment (its value "
+                                       "depends on the scheduler); ask Pmin/Pmax, Rmin/Rmax or LRAmin/LRAmax")
+            if opt is None and not node.is_threshold:
+                raise self.unsupported(node, f"'{node.op}=?' on an mdp is outside the supported fragment: its value "
+                                       "depends on the scheduler, so PRISM asks for an optimum over the schedulers: "
+                                       f"{node.op}min=? or {node.op}max=?")
+        elif opt is not None:
+            raise self.unsupported(node, f"'{node.op}{opt}' (an optimum over the schedulers of an MDP) is outside the "
+                                   f"supported fragment for Markov chains; use {node.op}=?")
         q = self._query(node, text)
+        if opt is not None:
+            from .mdp_check import Optimum
+
+            q = Optimum(q, opt, text if not node.is_threshold else f"{node.op}{opt}=? [ {node.body} ]")
         if node.is_threshold:
             what = {"P": "probability", "S": "probability", "R": "reward"}.get(node.op, "value")
             bound = self.const(node.threshold, f"the {what} bound", allow_negative=node.op == "R")
@@ -587,7 +606,7 @@ class _Compiler:
 
     def _query(self, node: QueryNode, text: str):
         op, body = node.op, node.body
-        qtext = text if not node.is_threshold else f"{node.op}=? [ {body} ]"
+        qtext = text if not node.is_threshold else f"{node.op}{getattr(node, 'opt', None) or ''}=? [ {body} ]"
         if op == "S":
             return SteadyProbability(self.state(body, "the argument of S"), qtext)
         if op == "LRA":

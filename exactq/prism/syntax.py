@@ -38,9 +38,13 @@ Properties (the PRISM manual's property pages, for CTMCs and DTMCs):
 * names ``"name": ...``, references ``"name"`` to a named property, and
   ``const``/``label``/``formula`` declarations in properties files.
 
-Constructs that PRISM accepts but that are outside this fragment (model types mdp,
-pta, pomdp, ...; clocks, invariants, observables; ``|||``, ``|[a]|``, hiding and
-renaming in ``system``; ``Pmin``/``Pmax``; LTL path formulas such as ``F G φ``;
+``mdp`` (``nondeterministic``) models take the optima over schedulers ``Pmin=?``/``Pmax=?``,
+``Rmin=?``/``Rmax=?`` (also ``R{"r"}max=?``) and Storm's ``LRAmin=?``/``LRAmax=?``
+(:mod:`exactq.prism.mdp_check`).
+
+Constructs that PRISM accepts but that are outside this fragment (model types pta,
+pomdp, ...; clocks, invariants, observables; ``|||``, ``|[a]|``, hiding and
+renaming in ``system``; ``Smin``/``Smax``; LTL path formulas such as ``F G φ``;
 ``multi(...)``; CTL ``A``/``E``) are refused with
 :class:`~exactq.prism.lexer.PrismUnsupportedError`, one line naming the construct and
 its position. Nesting deeper than :data:`~exactq.prism.lexer.MAX_NESTING` levels is
@@ -75,8 +79,9 @@ EXTENDED_FUNCTIONS = {**FUNCTIONS, "abs": (1, 1), "sqrt": (1, 1), "exp": (1, 1),
 #: words that are operators in native queries (``not``, ``and``, ``or``)
 NATIVE_WORDS = ("not", "and", "or")
 
-SUPPORTED_TYPES = {"ctmc": "ctmc", "stochastic": "ctmc", "dtmc": "dtmc", "probabilistic": "dtmc"}
-UNSUPPORTED_TYPES = {"mdp", "nondeterministic", "pta", "pomdp", "popta", "ctmdp", "smg", "csg", "tsg", "lts",
+SUPPORTED_TYPES = {"ctmc": "ctmc", "stochastic": "ctmc", "dtmc": "dtmc", "probabilistic": "dtmc", "mdp": "mdp",
+                   "nondeterministic": "mdp"}
+UNSUPPORTED_TYPES = {"pta", "pomdp", "popta", "ctmdp", "smg", "csg", "tsg", "lts",
                      "idtmc", "imdp", "ipomdp"}
 RESERVED = {
     "bool", "clock", "const", "ctmc", "double", "dtmc", "endinit", "endinvariant", "endmodule", "endobservables",
@@ -303,12 +308,13 @@ class QueryNode(Expr):
     threshold expression ``threshold`` (``P>=0.9 [ ... ]``: true or false per state).
     """
 
-    __slots__ = ("op", "reward", "body", "old_filter", "relation", "threshold", "_str")
+    __slots__ = ("op", "reward", "body", "old_filter", "relation", "threshold", "opt", "_str")
 
     def __init__(self, op: str, body, reward=None, old_filter=None, line: int = 0, col: int = 0, relation="=?",
-                 threshold=None):
+                 threshold=None, opt=None):
         self.op, self.body, self.reward, self.old_filter, self.line, self.col = op, body, reward, old_filter, line, col
         self.relation, self.threshold = relation, threshold
+        self.opt = opt  # "min" or "max": an optimum over the schedulers of an MDP (Pmax=?, R{"r"}min=?, LRAmax=?)
         self._str = None
 
     @property
@@ -328,7 +334,7 @@ class QueryNode(Expr):
         if self.old_filter is not None:
             states, ops = self.old_filter
             tail = f" {{{states}}}" + "".join(f"{{{o}}}" for o in ops)
-        return f"{self.op}{r}{rel} [ {self.body}{tail} ]"
+        return f"{self.op}{r}{self.opt or ''}{rel} [ {self.body}{tail} ]"
 
 
 class FilterNode(Expr):
@@ -807,6 +813,8 @@ class _Parser:
         tok = self.peek()
         if tok.text in ("Pmin", "Pmax", "Rmin", "Rmax", "Smin", "Smax"):
             return self.at("=", "<", "<=", ">", ">=", "{", "[", k=1)
+        if tok.text in ("LRAmin", "LRAmax"):
+            return self.at("=", k=1) and self.at("?", k=2)
         nxt = self.peek(1)
         if self.native and tok.text in ("P", "S", "R", "E", "T", "LRA") and self.at("[", k=1):
             return True  # a query without its '=?' (the error says so)
@@ -819,9 +827,12 @@ class _Parser:
     def query(self) -> Expr:
         tok = self.next()
         op = tok.text
-        if op in ("Pmin", "Pmax", "Rmin", "Rmax", "Smin", "Smax"):
-            raise self.unsupported(tok, f"'{op}' (an optimum over the schedulers of an MDP) is outside the "
-                                   "supported fragment for Markov chains; use P=?, S=? or R=?")
+        opt = None
+        if op in ("Smin", "Smax"):
+            raise self.unsupported(tok, f"'{op}' (a long-run probability optimised over the schedulers of an MDP) "
+                                   f"is outside the supported fragment; ask LRA{op[1:]}=? [ phi ]")
+        if op in ("Pmin", "Pmax", "Rmin", "Rmax", "LRAmin", "LRAmax"):
+            op, opt = op[:-3], op[-3:]
         reward = None
         if op == "R" and self.at("{"):
             self.next()
@@ -836,9 +847,8 @@ class _Parser:
             if self.at("{"):
                 raise self.unsupported(self.peek(), "a second '{...}' after R{...} is outside the supported "
                                        "fragment")
-        if op == "R" and self.at("min", "max"):
-            raise self.unsupported(self.peek(), f"'R{self.peek().text}' (an MDP optimum) is outside the supported "
-                                   "fragment")
+        if op == "R" and opt is None and self.at("min", "max"):
+            opt = self.next().text
         relation, threshold = "=?", None
         if self.at("=") and self.at("?", k=1):
             self.next()
@@ -887,7 +897,7 @@ class _Parser:
             self.in_bound = bound
             self.leave()
         self.expect("]", f"']' to close the {op}{'=?' if relation == '=?' else relation} query")
-        return QueryNode(op, body, reward, old, tok.line, tok.col, relation=relation, threshold=threshold)
+        return QueryNode(op, body, reward, old, tok.line, tok.col, relation=relation, threshold=threshold, opt=opt)
 
     def old_filter(self):
         if not self.at("{"):
@@ -1044,7 +1054,7 @@ class _Parser:
                 self.next()
                 if t in UNSUPPORTED_TYPES:
                     raise self.unsupported(tok, f"the model type {t!r} is outside the supported fragment: exactq "
-                                           "solves Markov chains ('ctmc' or 'dtmc')")
+                                           "solves Markov chains ('ctmc' or 'dtmc') and MDPs ('mdp')")
                 if mf.type is not None:
                     raise self.src.syntax_error(tok.line, tok.col, f"the model type is given twice ({t!r})")
                 mf.type, mf.type_pos = SUPPORTED_TYPES[t], (tok.line, tok.col)
@@ -1383,7 +1393,7 @@ class _Parser:
         t = self.toks[j]
         nxt = self.toks[min(j + 1, len(self.toks) - 1)]
         if t.kind == "ident" and t.text in ("const", "formula", "label", "filter", "P", "S", "R", "E", "T", "LRA",
-                                            "Pmin", "Pmax", "Rmin", "Rmax"):
+                                            "Pmin", "Pmax", "Rmin", "Rmax", "LRAmin", "LRAmax"):
             return True
         return t.kind == "string" and nxt.kind == "op" and nxt.text == ":"
 

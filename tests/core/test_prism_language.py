@@ -101,7 +101,7 @@ def test_property_syntax_errors_give_the_column(prop, col, fragment):
 
 # ------------------------------------------------------------------------------ refused constructs
 @pytest.mark.parametrize("text, where, construct", [
-    ("mdp\nmodule q n:[0..1]; [] true -> (n'=1); endmodule\n", "line 1, column 1", "model type 'mdp'"),
+    ("ctmdp\nmodule q n:[0..1]; [] true -> (n'=1); endmodule\n", "line 1, column 1", "model type 'ctmdp'"),
     ("pta\nmodule q n:[0..1]; endmodule\n", "line 1, column 1", "model type 'pta'"),
     ("pomdp\nmodule q n:[0..1]; endmodule\n", "line 1, column 1", "model type 'pomdp'"),
     ("module q\n  n:[0..1];\n  [] n=0 -> (n'=1);\nendmodule\n", "line 1, column 1", "no model type"),
