@@ -271,9 +271,9 @@ class _Evaluator:
         self.memo: dict = {}  # per-state values of nested queries, by id (one check_chain call)
         self.parts: list = []  # what the nested queries ran (info["parts"])
         self.state_text = None
-        from .linear import LINEAR_SOLVERS  # the reachability systems take the stationary solver's name if they know it
+        from .linear import linear_solvers  # the reachability systems take the solver's name if it is theirs
 
-        self.linear_solver = solver if solver in LINEAR_SOLVERS else "auto"
+        self.linear_solver = solver if solver in linear_solvers() else "auto"
 
     # -- nested operators ----------------------------------------------------------------
     def child(self) -> "_Evaluator":

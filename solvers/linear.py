@@ -116,7 +116,7 @@ def gth(A: np.ndarray) -> np.ndarray:
             pi[:k + 1] /= pi[k]
     return pi / pi.sum()
 
-#: names accepted by :func:`solve_mmatrix` (and ``--option solver=...`` of the reachability queries)
+#: the built-in names of :func:`solve_mmatrix`; the registry holds these and any plug-in's (:func:`linear_solvers`)
 LINEAR_SOLVERS = ("auto", "direct", "bicgstab")
 #: bytes per entry of a SuperLU factor (value, row index, supernode bookkeeping)
 LU_BYTES_PER_ENTRY = 16
@@ -407,7 +407,9 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
     ----------
     A : (n, n) sparse matrix
     b : (n,) array
-    solver : {"auto", "direct", "bicgstab"}
+    solver : str
+        ``auto`` (by predicted cost), ``direct``, ``bicgstab``, or the name of another
+        solver registered for :class:`MMatrixSystem` (:func:`linear_solvers`).
     rtol : float
         Relative residual target of the iterative solver.
     what : str
@@ -436,6 +438,8 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
     """
     from exactq.errors import ConvergenceError
 
+    if solver not in LINEAR_SOLVERS:  # a solver of the registry by name (a plug-in's), or a clear refusal
+        return _solve_registered(A, b, solver, rtol=rtol, what=what)
     n = A.shape[0]
     name, details = choose(A, coords=coords, jumps=jumps, asked=solver)
     A = sp.csr_matrix(A)
@@ -480,3 +484,87 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
             "error_bound": float(bound.max(initial=0.0)), "residual": binfo["residual_inf"]}
     info["bound_vector"] = bound
     return x, info
+
+
+# -- the registry: every linear-system algorithm registers itself (issue 22) --------------------------
+
+
+@dataclass
+class MMatrixSystem:
+    """A nonsingular M-matrix system ``A x = b``: the representation the linear-system solvers accept.
+
+    The unbounded reachability, expected-time and expected-reward systems of the CTMC
+    and DTMC checkers (:mod:`exactq.solvers.reachability`) are solved through it; a
+    solver registered for it (:func:`exactq.catalogue.register_solver` with
+    ``family="linear"``) is chosen by ``--option solver=NAME``. It returns ``x`` (or
+    ``(x, info)``); the answer is then checked (finite) and certified here, as the
+    built-in solvers' are (:func:`error_bound`).
+
+    Examples
+    --------
+    >>> from exactq.catalogue import solve_representation
+    >>> A = sp.csr_matrix([[2.0, -1.0], [-1.0, 2.0]])
+    >>> x, info = solve_representation(MMatrixSystem(A, np.array([1.0, 1.0])), using="bicgstab")
+    >>> [round(float(v), 12) for v in x], info["solver"]["name"]
+    ([1.0, 1.0], 'bicgstab')
+    """
+
+    A: sp.spmatrix
+    b: np.ndarray
+    rtol: float = 1e-13
+    what: str = "the linear system"
+
+
+def linear_solvers() -> list[str]:
+    """The names of the registered linear-system solvers (plug-ins' included), ``auto`` first."""
+    from exactq.catalogue import solver_names
+
+    return solver_names(MMatrixSystem, "linear")
+
+
+def _solve_registered(A, b, name: str, *, rtol: float, what: str) -> tuple[np.ndarray, dict]:
+    """Solve by the registered solver ``name``; its answer checked finite and certified as the built-ins' are."""
+    from exactq.catalogue import solve_representation
+    from exactq.errors import ModelError
+
+    valid = linear_solvers()
+    if name not in valid:
+        raise ModelError(f"linear solver must be one of {', '.join(valid)}; got {name!r}")
+    A = sp.csr_matrix(A)
+    b = np.asarray(b, dtype=float)
+    t0 = time.perf_counter()
+    out = solve_representation(MMatrixSystem(A, b, rtol, what), using=name)
+    x, extra = (out if isinstance(out, tuple) else (out, {}))
+    x = np.asarray(x, dtype=float).reshape(-1)
+    if x.shape != b.shape or not np.all(np.isfinite(x)):
+        raise ConvergenceError(f"{what}: solver {name!r} gave no finite solution of {b.size} unknowns")
+    seconds = time.perf_counter() - t0
+    bound, binfo = error_bound(A, x, b)
+    details = {k: v for k, v in dict(extra).items() if isinstance(v, (str, int, float, bool))}
+    info = {"solver": {"name": name, "why": "asked for", "seconds": seconds, **details, **binfo},
+            "error_bound": float(bound.max(initial=0.0)), "residual": binfo["residual_inf"],
+            "bound_vector": bound}
+    return x, info
+
+
+def _builtin(name: str):
+    def fn(system: MMatrixSystem, **options):
+        return solve_mmatrix(system.A, system.b, solver=name, rtol=options.get("rtol", system.rtol),
+                             what=system.what)
+    fn.__name__ = fn.__qualname__ = f"solve_linear_{name}"
+    fn.__doc__ = f":func:`solve_mmatrix` with ``solver={name!r}``."
+    return fn
+
+
+def _register_builtin() -> None:
+    from exactq.catalogue import register_solver
+
+    docs = {"auto": "the direct LU or BiCGSTAB, chosen by the LU's predicted fill and time (:func:`choose`)",
+            "direct": "sparse LU (SuperLU), certified by the bound of :func:`error_bound`",
+            "bicgstab": "BiCGSTAB preconditioned by a Gauss-Seidel sweep, stopped on a stated error bound"}
+    for name, priority in (("auto", 100), ("direct", 20), ("bicgstab", 10)):
+        register_solver(MMatrixSystem, name=name, priority=priority, family="linear", doc=docs[name],
+                        options=("rtol",))(_builtin(name))
+
+
+_register_builtin()

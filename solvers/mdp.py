@@ -234,16 +234,31 @@ def _verify_upper(red, sense, u, tries: int = 8):
     return None
 
 
+#: up to this many reduced states a policy's system is always factorised (no prediction needed)
+POLICY_LU_ALWAYS = 5000
+
+
 def _solve_policy(red: Reduced, choice: np.ndarray) -> np.ndarray:
-    """Exact (sparse LU) value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c``, one refinement step.
+    """Value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c`` by a sparse LU and one refinement step,
+    or, above :data:`POLICY_LU_ALWAYS` states where the LU's predicted fill or time is larger than an
+    iterative solve's, by Gauss-Seidel-preconditioned BiCGSTAB to its stated error bound.
 
     ``I - Q_c`` of a scheduler that leaves the reduced states almost surely is a
     non-singular M-matrix, so the LU pivots on the diagonal.
     """
     n = red.n
     Qc = red.Q[choice]
-    require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
     A = (sp.identity(n, format="csc") - Qc.tocsc()).tocsc()
+    if n > POLICY_LU_ALWAYS:
+        from .linear import choose, solve_mmatrix
+
+        # an unstructured model's LU can fill in catastrophically (a random 50,000-state MDP: 2 GB and minutes);
+        # the LU's predicted fill and time decide, as for the chains' systems (exactq.solvers.linear.choose)
+        name, _ = choose(A)
+        if name != "direct":
+            x, _info = solve_mmatrix(A, red.b[choice], solver=name, what=f"a policy's system ({n} states)")
+            return np.atleast_1d(np.asarray(x, dtype=float))
+    require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
     try:
         lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
     except RuntimeError as exc:  # exactly singular: the scheduler keeps an end component

@@ -115,6 +115,40 @@ def state_order(mdp: MDP) -> np.ndarray | None:
     jumps = np.abs(coords[mdp.P.indices] - coords[owner]).max(axis=0)
     return nested_dissection(coords, jumps)
 
+#: up to this many states a scheduler's chain is always factorised (no prediction needed)
+FACTOR_LU_ALWAYS = 5000
+
+
+class _IterativeSolve:
+    """What :class:`_UnichainFactor` needs of a SuperLU object, by Gauss-Seidel-preconditioned BiCGSTAB.
+
+    For the non-singular M-matrix ``I - P'`` whose LU is predicted to fill in: ``solve(B)``
+    and ``solve(B, trans="T")``, column by column, each to a relative residual of 1e-13
+    (the span bounds computed from the result stay valid bounds whatever its accuracy).
+    """
+
+    def __init__(self, A: sp.spmatrix):
+        from .linear import GaussSeidel
+
+        self.A = sp.csr_matrix(A)
+        self.prec = GaussSeidel(self.A)
+
+    def solve(self, B: np.ndarray, trans: str = "N") -> np.ndarray:
+        from .linear import solve_iterative
+
+        B = np.asarray(B, dtype=float)
+        cols = B.reshape(B.shape[0], -1)
+        out = np.empty_like(cols)
+        for j in range(cols.shape[1]):  # one or two right-hand sides
+            x, info = solve_iterative(self.A, cols[:, j], rtol=1e-13, trans=trans == "T",
+                                      prec=self.prec, accept=1e-9)
+            if info["status"] != 0 or not np.all(np.isfinite(x)):
+                raise ConvergenceError(f"BiCGSTAB on a scheduler's chain ({self.A.shape[0]} states) did not "
+                                       f"converge (status {info['status']})")
+            out[:, j] = x
+        return out.reshape(B.shape)
+
+
 class _UnichainFactor:
     """One sparse LU for a unichain's gain, bias and stationary law, with ``ref`` recurrent.
 
@@ -143,6 +177,15 @@ class _UnichainFactor:
             self.lu = None
             return
         A = (sp.identity(n - 1, format="csc") - P[keep][:, keep]).tocsc()
+        if n > FACTOR_LU_ALWAYS:
+            from .linear import choose
+
+            # an unstructured chain's LU can fill in catastrophically (a random 50,000-state MDP: GBs and
+            # minutes): the predicted fill and time decide, as for the chains' systems (linear.choose)
+            name, _ = choose(A)
+            if name != "direct":
+                self.lu = _IterativeSolve(A)  # solved to 1e-13 relative: no refinement step
+                return
         try:
             # I - P' is a non-singular M-matrix: elimination on the diagonal is stable (no pivoting), which
             # keeps a given fill-reducing order
@@ -169,7 +212,7 @@ class _UnichainFactor:
         """
         r = np.asarray(r, dtype=float)
         g, h = self._solve(r)
-        if P is not None and self.lu is not None:
+        if P is not None and self.lu is not None and not isinstance(self.lu, _IterativeSolve):
             res = r + P @ h - h - g
             dg, dh = self._solve(res)
             g, h = g + dg, h + dh
@@ -181,7 +224,7 @@ class _UnichainFactor:
         pi[self.ref] = 1.0
         if self.lu is not None:
             y = self.lu.solve(self.p, trans="T")
-            if P is not None:
+            if P is not None and not isinstance(self.lu, _IterativeSolve):
                 sub = P[self.keep][:, self.keep]
                 residual = self.p - (y - sub.T @ y)
                 y = y + self.lu.solve(residual, trans="T")
@@ -433,12 +476,22 @@ def communicating_gain(P, r, groups, sense, *, method="auto", tol=1e-9, maxiter=
     if method in ("auto", "policy-iteration"):
         choice = np.asarray(start, dtype=np.int64) if (start is not None and np.asarray(start).dtype.kind == "i") \
             else _unichain_start(P, r, groups, st, sense)
-        h, choice, nit, f, stalled = _policy_iteration(P, r, groups, st, sense, choice,
-                                                       10_000 if maxiter is None else int(maxiter), progress, order)
+        failed = None
+        try:
+            h, choice, nit, f, stalled = _policy_iteration(P, r, groups, st, sense, choice,
+                                                           10_000 if maxiter is None else int(maxiter), progress,
+                                                           order)
+        except ConvergenceError as exc:  # an evaluation's iterative solve failed (its LU predicted too costly)
+            if method != "auto":
+                raise
+            failed = str(exc)
+            h, nit, f, stalled = np.zeros(P.shape[1]), 0, None, True
         used = "policy-iteration"
         if f is not None:
             out["stationary"], out["factor"] = f.stationary(P[choice]), f
-        if stalled:
+        if failed is not None:
+            out["policy_iteration"] = f"not used ({failed}); value iteration took over"
+        elif stalled:
             out["policy_iteration"] = "a scheduler's chain had several closed classes; value iteration took over"
         lo, hi, best, q = _span(P, r, h, starts, sense)
         if (not _width_ok(lo, hi, tol, r_scale + float(np.max(np.abs(h)))) and method == "auto") or stalled:
