@@ -14,11 +14,29 @@ from .errors import ModelError, NotApplicableError
 from .plugins import guard
 from .result import Result
 
-__all__ = ["model", "solve", "check", "check_properties", "STATIONARY_SOLVERS"]
+__all__ = ["model", "solve", "check", "check_properties", "stationary_solvers"]
 
-#: names of stationary linear solvers; ``method=<one of these>`` means the CTMC
-#: method with that stationary solver.
-STATIONARY_SOLVERS = ("direct", "gmres", "power", "gth", "mpmath")
+
+def stationary_solvers() -> list[str]:
+    """The stationary solvers of a CTMC in the registry (plug-ins' included, ``family="stationary"``).
+
+    ``method=<one of these>`` means the ``ctmc`` method with that solver; the ``auto``
+    choice is the one named ``stationary``.
+    """
+    from .catalogue import solver_names
+    from .ctmc import CTMC
+
+    return [name for name in solver_names(CTMC, "stationary") if name != "stationary"]
+
+
+def __getattr__(name: str):
+    if name == "STATIONARY_SOLVERS":  # deprecated: the registry's names (stationary_solvers())
+        import warnings
+
+        warnings.warn("exactq.api.STATIONARY_SOLVERS is deprecated: use exactq.api.stationary_solvers(), the "
+                      "registry's names", DeprecationWarning, stacklevel=2)
+        return tuple(stationary_solvers())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def model(name: str, **params: Any) -> Model:
@@ -48,13 +66,13 @@ def resolve_method(m: Model, method: str) -> tuple[str, dict]:
     """Map the user's ``method`` to a registered method and its extra options."""
     methods = type(m).methods
     if method in ("auto", None, ""):
-        chooser = getattr(m, "auto_method", None)
-        return (chooser() if callable(chooser) else methods[0]), {}
+        return m.auto_method(), {}
     if method in methods:
         return method, {}
-    if method in STATIONARY_SOLVERS and "ctmc" in methods:
+    solvers = stationary_solvers() if "ctmc" in methods else []
+    if method in solvers:
         return "ctmc", {"solver": method}
-    valid = list(methods) + (list(STATIONARY_SOLVERS) if "ctmc" in methods else [])
+    valid = list(methods) + solvers
     raise NotApplicableError(f"method {method!r} does not apply to model {m.name}; valid: {', '.join(valid)}")
 
 
@@ -99,9 +117,10 @@ def solve(
     measure : str, optional
         One of the model's measures (default: the model's default measure).
     method : str
-        ``"auto"`` (the model's preferred method), one of the model's methods, or a
-        stationary solver name (``direct``, ``gmres``, ``power``, ``gth``,
-        ``mpmath``) for CTMC-based models.
+        ``"auto"`` (the model's preferred method), one of the model's methods, or the
+        name of a registered stationary solver (``direct``, ``bicgstab``, ``gmres``,
+        ``power``, ``gth``, ``mpmath``, ``level-reduction``, ``level-aggregation``, a
+        plug-in's: :func:`stationary_solvers`) for CTMC-based models.
     tol : float
         Target relative accuracy; for infinite models the truncation grows until
         the estimated truncation error is below ``tol``.
@@ -170,9 +189,7 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
         return bool(sp.setting("verify")) or "verify" in sp.options
 
     def certifiable(sp):  # the model gives the measure as a functional of this method's chain
-        from .methods import functional_name
-
-        return callable(getattr(m, functional_name(sp.setting("evaluate", f"{sp.requires}_measure")), None))
+        return sp.protocol.bind(m).functional is not None
 
     if ((verify and not verifiable(spec)) or (certify and not certifiable(spec))) and \
             method in ("auto", None, "") and "ctmc" in type(m).methods:
@@ -194,6 +211,7 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
             if key not in valid:
                 raise NotApplicableError(f"option {key!r} does not apply to method {method_name!r}; "
                                  f"valid: {', '.join(valid) or '(none)'}")
+        _check_solver_option(spec, options.get("solver"))
         extra.update(options)
     if time_limit is not None:
         if spec.driver != "adaptive":
@@ -202,8 +220,7 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
         extra["time_limit"] = float(time_limit)
     if warm_start is not None and spec.driver == "adaptive" and truncation is None:
         extra.setdefault("start_level", int(warm_start))
-    if progress is not None and spec.driver == "adaptive" and not (
-            callable(getattr(m, "delegate", None)) and m.delegate(method_name)):
+    if progress is not None and spec.driver == "adaptive" and not m.delegate(method_name):
         extra["progress"] = progress
     t0 = time.perf_counter()
     if not lump:
@@ -218,6 +235,18 @@ def _solve(m: Model, measure: str | None, *, method: str, tol: float, truncation
         result.seconds = time.perf_counter() - t0
     _without_imports(result, import_seconds() - loading)
     return result
+
+
+def _check_solver_option(spec, name) -> None:
+    """An adaptive method's ``solver`` option names a registered stationary solver of its representation."""
+    if name is None or spec.driver != "adaptive" or not spec.protocol.representation:
+        return
+    from .catalogue import solver_names
+    from .protocol import _type
+
+    valid = ["auto"] + solver_names(_type(spec.protocol.representation), "stationary")
+    if name not in valid:
+        raise ModelError(f"stationary solver must be one of {', '.join(valid)}; got {name!r}")
 
 
 def _without_imports(result: Result, loading: float) -> None:
@@ -270,9 +299,10 @@ def _check(m: Model, query: str, *, tol: float, truncation: int | None, strict: 
     from exactq.query import parse_query
 
     from .methods import boundary_evaluation
+    from .protocol import get_protocol
     from .truncation import Evaluation, grow
 
-    if getattr(m, "prism_properties", False):  # a PRISM (or explicit) model: properties in PRISM's syntax
+    if m.prism_properties:  # a PRISM (or explicit) model: properties against its own declarations
         if truncation is not None:
             raise NotApplicableError(f"truncation applies to infinite models only; model {m.name} is finite")
         return check_properties(m, query, strict=strict)[0]
@@ -280,7 +310,8 @@ def _check(m: Model, query: str, *, tol: float, truncation: int | None, strict: 
         raise NotApplicableError(f"model {m.name} has no CTMC representation; queries need one")
     q = parse_query(query)
     t0 = time.perf_counter()
-    infinite = bool(getattr(m, "is_infinite", False))
+    hooks = get_protocol("ctmc").bind(m)
+    infinite = hooks.infinite
     if not infinite and truncation is not None:
         raise NotApplicableError(f"truncation applies to infinite models only; model {m.name} is finite")
 
@@ -295,13 +326,12 @@ def _check(m: Model, query: str, *, tol: float, truncation: int | None, strict: 
         return Evaluation(value, hit, hit)
 
     if not infinite:
-        chain = m.ctmc(None)
+        chain = hooks.build(None)
         res = solve(chain, None).result
     else:
-        size = getattr(m, "ctmc_size", None)
-        out = grow(lambda level, _prev: m.ctmc(level), solve, evaluate, tol=tol,
-                   start=None if truncation is not None else int(m.truncation_start(tol)),
-                   fixed=truncation, size=size, strict=strict, time_limit=time_limit, progress=progress)
+        out = grow(lambda level, _prev: hooks.build(level), solve, evaluate, tol=tol,
+                   start=None if truncation is not None else int(hooks.start(tol)),
+                   fixed=truncation, size=hooks.size, strict=strict, time_limit=time_limit, progress=progress)
         res = out.solution.result
         res.error_estimate = max(out.error_estimate or 0.0, res.error_estimate or 0.0)
         res.info.update(out.info)

@@ -1,9 +1,12 @@
 """Where the points of a sweep are solved: this process, a local process pool, or Dask.
 
-Every backend runs :func:`exactq.sweep.run_batch` on batches of *tasks* (plain data:
-the model's name and parameters, measure, method, tol and options; never a built
-chain), on one BLAS thread per point, so that the values are bit-identical across
-backends.
+Every backend runs :func:`run_batch` (each point by :func:`run_point`) on batches of
+*tasks* (plain data: the model's name and parameters, measure, method, tol and
+options; never a built chain), on one BLAS thread per point, so that the values are
+bit-identical across backends. Nothing a point computes reaches another point through
+the process: a warm start (``sweep(..., warm_start=True)``) is a level passed in the
+task (``task["warm_start"]``), which :func:`run_batch` sets from the point solved
+before it in the same batch (the serial backend, from the one solved before it).
 
 Scheduling
 ----------
@@ -36,11 +39,12 @@ import math
 import os
 import queue
 import time
+import warnings
 from typing import Any, Callable
 
 from .errors import ModelError
 
-__all__ = ["run_tasks", "TARGET_SECONDS", "PROBE_SECONDS", "POOL_THRESHOLD_SECONDS"]
+__all__ = ["run_tasks", "run_point", "run_batch", "TARGET_SECONDS", "PROBE_SECONDS", "POOL_THRESHOLD_SECONDS"]
 
 #: the wall time a batch of points aims at
 TARGET_SECONDS = 0.25
@@ -81,6 +85,125 @@ def run_tasks(tasks: list[dict], *, backend: str, scheduler: Any = None, workers
         raise ModelError(f"backend must be one of serial, processes, dask; got {backend!r}")
 
 
+# ---------------------------------------------------------------------- points
+def _one_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text and text.strip() else ""
+
+
+def _plain(x: Any) -> Any:
+    """numpy scalars and arrays as Python numbers and lists (non-finite floats kept)."""
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def run_point(task: dict) -> dict:
+    """Solve one point of a sweep and return its row; a failure is a row with ``status="error"``.
+
+    ``task`` holds only plain data (the model's name and parameters, measure, method,
+    tol, method options, the other :func:`exactq.solve` keywords, and optionally
+    ``warm_start``, a first truncation level), so that it can be shipped to another
+    process or machine.
+
+    Examples
+    --------
+    M/M/1 at load 1/2 holds one job on average:
+
+    >>> row = run_point({"model": "mm1", "params": {"arrival_rate": 0.5, "service_rate": 1.0},
+    ...                  "measure": "mean_number", "method": "closed-form", "tol": 1e-9})
+    >>> row["status"], abs(row["value"] - 1.0) < 1e-12
+    ('ok', True)
+    >>> bad = run_point({"model": "mm1", "params": {"arrival_rate": 2.0, "service_rate": 1.0},
+    ...                  "measure": "mean_number", "method": "auto", "tol": 1e-9})
+    >>> bad["status"], bad["value"] is None
+    ('error', True)
+    """
+    return _solve_point(task)[0]
+
+
+def _solve_point(task: dict) -> tuple[dict, int | None]:
+    """The row of a point, and the level a neighbour's truncation may start at (the last but one it solved)."""
+    from .api import solve
+    from .errors import ExactqError
+
+    row: dict = dict(task["params"])
+    row.update(measure=task["measure"], method=task["method"], tol=task["tol"], value=None, lower=None, upper=None,
+               error_estimate=None, n_states=None, truncation=None, seconds=None, method_used=None)
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = solve(task["model"], task["measure"], method=task["method"], tol=task["tol"],
+                        options=task.get("options") or None, warm_start=task.get("warm_start"),
+                        **(task.get("solve") or {}), **task["params"])
+    except ExactqError as exc:
+        row.update(seconds=time.perf_counter() - t0, status="error", message=_one_line(str(exc)) or type(exc).__name__)
+        return row, None
+    except Exception as exc:  # noqa: BLE001 -- a failed point is a row, whatever failed
+        row.update(seconds=time.perf_counter() - t0, status="error",
+                   message=f"internal error: {type(exc).__name__}: {_one_line(str(exc))}")
+        return row, None
+    trunc = res.info.get("truncation") if isinstance(res.info, dict) else None
+    levels = [h.get("level") for h in (trunc.get("history") or [])] if isinstance(trunc, dict) else []
+    warm = levels[-2] if len(levels) >= 2 and isinstance(levels[-2], int) else None  # its change to the last met tol
+    row.update(value=_plain(res.value), lower=_plain(res.lower), upper=_plain(res.upper),
+               error_estimate=_plain(res.error_estimate), n_states=res.n_states,
+               truncation=trunc.get("level") if isinstance(trunc, dict) else None,
+               seconds=res.seconds or time.perf_counter() - t0, method_used=res.method, status="ok",
+               message="; ".join(f"warning: {_one_line(str(w.message))}" for w in caught) or None)
+    return row, warm
+
+
+def _warm_key(task: dict) -> tuple:
+    """The points whose truncations may warm-start each other: same model, measure, method and settings."""
+    return (task["model"], task["measure"], task["method"], task["tol"],
+            repr(sorted((task.get("options") or {}).items())), repr(sorted((task.get("solve") or {}).items())))
+
+
+def _solve_in_turn(tasks: list[dict], levels: dict) -> list[dict]:
+    """Solve tasks in order; a task asking to be warm (``task["warm"]``) starts where the last of its study stopped.
+
+    ``levels`` (warm key -> level) is the caller's, so the warm levels live in this call, never in the process.
+    """
+    rows = []
+    for task in tasks:
+        if task.get("warm"):
+            key = _warm_key(task)
+            task = dict(task, warm_start=levels.get(key)) if key in levels else task
+            row, level = _solve_point(task)
+            if level is not None:
+                levels[key] = level
+        else:
+            row = _solve_point(task)[0]
+        rows.append(row)
+    return rows
+
+
+def run_batch(tasks: list[dict], *, pinned: bool = False) -> tuple[list[dict], float]:
+    """Solve a batch of points on one BLAS thread; return the rows and the wall time.
+
+    This is what every backend runs (a worker process, a Dask worker, or this process),
+    so that every backend computes every point the same way. ``pinned``: the caller's
+    BLAS pools are limited to one thread already (a pool worker). A warm point starts at
+    the level of the point of its study solved before it in this batch.
+    """
+    t0 = time.perf_counter()
+    if pinned:
+        rows = _solve_in_turn(tasks, {})
+    else:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            rows = _solve_in_turn(tasks, {})
+    return rows, time.perf_counter() - t0
+
+
 # ---------------------------------------------------------------------- costs
 def _cost_hint(task: dict) -> float | None:
     """Predicted relative cost of a point: the states of its first truncation level, if known."""
@@ -93,10 +216,10 @@ def _cost_hint(task: dict) -> float | None:
         spec = check_method_for(m, name)
     except Exception:  # noqa: BLE001 -- an invalid point costs nothing (it fails at once)
         return 0.0
-    if spec.driver != "adaptive" or not getattr(m, spec.setting("infinite", "is_infinite"), False):
+    hooks = spec.protocol.bind(m)
+    if spec.driver != "adaptive" or not hooks.infinite:
         return None
-    size = getattr(m, spec.setting("size") or "", None)
-    start = getattr(m, spec.setting("start", "truncation_start"), None)
+    size, start = hooks.size, hooks.start
     if not (callable(size) and callable(start)):
         return None
     try:
@@ -165,18 +288,17 @@ class _Planner:
 
 
 # --------------------------------------------------------------------- serial
-def _serial(tasks: list[dict], indices: list[int], on_done: OnDone) -> None:
+def _serial(tasks: list[dict], indices: list[int], on_done: OnDone, levels: dict | None = None) -> None:
     from threadpoolctl import threadpool_limits
 
-    from .sweep import run_point
-
+    levels = {} if levels is None else levels  # warm levels, passed from point to point in this call
     done_i: list[int] = []
     done_r: list[dict] = []
     last = time.perf_counter()
     with threadpool_limits(1):
         for i in indices:
             done_i.append(i)
-            done_r.append(run_point(tasks[i]))
+            done_r.extend(_solve_in_turn([tasks[i]], levels))
             if time.perf_counter() - last >= FLUSH_SECONDS:
                 on_done(done_i, done_r)
                 done_i, done_r, last = [], [], time.perf_counter()
@@ -211,16 +333,13 @@ def _init_worker(parent_pid: int | None = None) -> None:
 
     from threadpoolctl import threadpool_limits
 
-    from .sweep import mark_pinned
-
     global _PARENT_PID
     _PARENT_PID = parent_pid
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ends the sweep in the parent
     _exit_with_parent()
     if parent_pid is not None and os.getppid() != parent_pid:  # the parent died while this one started
         os._exit(0)
-    threadpool_limits(1)
-    mark_pinned()
+    threadpool_limits(1)  # for the worker's life: its batches run pinned (run_batch(..., pinned=True))
 
 
 def _orphaned() -> bool:
@@ -237,8 +356,6 @@ def _pool_context():
 def _processes(tasks: list[dict], workers: int, on_done: OnDone, weights: list[float] | None = None) -> None:
     from threadpoolctl import threadpool_limits
 
-    from .sweep import run_point
-
     from .catalogue import import_seconds
 
     if weights is None and workers > 1:
@@ -249,12 +366,13 @@ def _processes(tasks: list[dict], workers: int, on_done: OnDone, weights: list[f
     t0, loaded = time.perf_counter(), import_seconds()
     probed: list[int] = []
     rows: list[dict] = []
+    levels: dict = {}  # warm levels of the points solved here
     with threadpool_limits(1):
         while planner.order and (time.perf_counter() - t0 - (import_seconds() - loaded) < PROBE_SECONDS
                                  or workers == 1):
             i = planner.order.pop()
             probed.append(i)
-            rows.append(run_point(tasks[i]))
+            rows.extend(_solve_in_turn([tasks[i]], levels))
             if workers == 1 and time.perf_counter() - t0 >= FLUSH_SECONDS:
                 on_done(probed, rows)
                 probed, rows, t0, loaded = [], [], time.perf_counter(), import_seconds()
@@ -264,7 +382,7 @@ def _processes(tasks: list[dict], workers: int, on_done: OnDone, weights: list[f
     if not planner.order:
         return
     if planner.remaining_seconds() < POOL_THRESHOLD_SECONDS:
-        _serial(tasks, list(planner.order), on_done)
+        _serial(tasks, list(planner.order), on_done, levels)
         return
     slots = min(workers, len(planner.order))
     planner.slots = slots
@@ -294,9 +412,7 @@ def _processes(tasks: list[dict], workers: int, on_done: OnDone, weights: list[f
 
 
 def _pool_batch(batch: list[int], tasks: list[dict]):
-    from .sweep import run_batch
-
-    out = batch, run_batch(tasks)
+    out = batch, run_batch(tasks, pinned=True)  # the worker's BLAS pools were limited when it started
     if _orphaned():  # the sweep was killed: exit quietly instead of writing to a broken pipe
         os._exit(0)
     return out
@@ -309,7 +425,6 @@ def _dask(tasks: list[dict], scheduler: Any, workers: int | None, on_done: OnDon
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise ModelError("backend dask needs dask.distributed (pip install \"exactq[dask]\")") from None
-    from .sweep import run_batch
 
     cluster = None
     if isinstance(scheduler, Client):

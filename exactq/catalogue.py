@@ -13,11 +13,14 @@ structure, never on a model's name.
 
 A **method** is what a user names (``--method qbd``): registered with
 :func:`register_method`, it pairs a *driver* of :mod:`exactq.methods` (``single``,
-``adaptive`` or ``model``) with the model's representation *factory* (the name of a
-model method such as ``"ctmc"`` or ``"qbd"``). The driver builds the representation,
-has it solved by the registered solver and lets the model map the solution to the
-measure (``<factory>_measure``). The API and the command line know models, methods
-and solvers only through this catalogue.
+``adaptive``, ``bracket`` or ``model``) with the :class:`~exactq.protocol.Protocol`
+of a representation (``"ctmc"``, ``"qbd"``, ...): the typed members a model offers
+the method (the representation's factory, the mapping of a solution to a measure,
+sizes, first levels), declared in :mod:`exactq.protocol`. :func:`register_model`
+checks a model against the protocols of the methods it claims, and a missing member
+is one line naming it. The driver builds the representation, has it solved by the
+registered solver and lets the model map the solution to the measure. The API and
+the command line know models, methods and solvers only through this catalogue.
 
 **Loading.** The catalogue imports nothing it does not need. The generated index
 :mod:`exactq.catalogue_index` (committed; regenerate with
@@ -27,11 +30,28 @@ solver and certificate, in the order of a full import. A model module is importe
 when its model is named, a solver module when one of its methods is chosen or a
 representation it solves is solved, and solvers keep the index's order whatever
 the order of the imports. The index is used only while the digests of the sources it
-was generated from (``models/``, ``solvers/``, this module, :mod:`exactq.params`)
-match the installed files; otherwise every module is imported as before, so a stale
-index can make the catalogue slower, never different. Plug-ins (the ``exactq.models``
+was generated from (``models/``, ``solvers/``, this module, :mod:`exactq.params`,
+:mod:`exactq.method_table`, :mod:`exactq.protocol`) match the installed files;
+otherwise every module is imported as before, so a stale index can make the
+catalogue slower, never different. Plug-ins (the ``exactq.models``
 entry points, :mod:`exactq.plugins`) are loaded only when a model that is not built
 in is named, or when every model is listed.
+
+Examples
+--------
+A model by name, the implementation of a method it offers, and a representation
+solved by the solver registered for its type (the M/M/1/3 queue at arrival rate 1 and
+service rate 2: ``P(full) = rho^3 (1 - rho) / (1 - rho^4)``):
+
+>>> cls = get_model("mmck")
+>>> m = cls.create(arrival_rate=1, servers=1, capacity=3, service_rate=2)
+>>> [spec.requires for spec in get_method("ctmc") if spec.applies_to(m)]
+['ctmc']
+>>> sol = solve_representation(m.ctmc(None))
+>>> bool(abs(sol.pi[3] - 0.5**3 * 0.5 / (1 - 0.5**4)) < 1e-12)
+True
+>>> sorted(d["name"] for d in describe_models())[:3]
+['aoi', 'awp', 'jsq']
 """
 
 from __future__ import annotations
@@ -44,7 +64,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
-from .errors import ModelError, NotApplicableError, SolverRefusal
+from .errors import ModelError, NotApplicableError, PluginError, SolverRefusal
 from .params import Param, parse_params
 
 __all__ = [
@@ -56,6 +76,8 @@ __all__ = [
     "register_solver",
     "solve_representation",
     "solvers_for",
+    "solvers_of",
+    "solver_names",
     "register_certifier",
     "certify_representation",
     "get_model",
@@ -91,6 +113,25 @@ class Model:
     measures: ClassVar[dict[str, str]] = {}
     methods: ClassVar[tuple[str, ...]] = ()
     default_measure: ClassVar[str] = ""
+    #: properties are read in PRISM's syntax against the model's own declarations (PRISM and explicit files)
+    prism_properties: ClassVar[bool] = False
+
+    # The members every model has, with their defaults (exactq.protocol.MODEL_MEMBERS); what a model offers
+    # each method is declared by that method's protocol (exactq.protocol.PROTOCOLS) and checked at registration.
+    #: whether the model is infinite (its chains are truncated and the truncation grown); often a property
+    is_infinite = False
+
+    def intrinsic_measure(self, measure: str) -> Any:
+        """A measure the model answers without a solve (e.g. a stability limit); ``None``: solve it."""
+        return None
+
+    def delegate(self, method: str) -> str | None:
+        """Another method that answers ``method`` for this model (e.g. its mean-field limit); ``None``: none."""
+        return None
+
+    def auto_method(self) -> str:
+        """The method ``method="auto"`` runs: by default the first of :attr:`methods`."""
+        return type(self).methods[0]
 
     def __post_init__(self) -> None:
         # every declared rule holds however the model was built (create() or directly);
@@ -116,8 +157,11 @@ class Model:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def offers(self, representation: str) -> bool:
-        """Whether the model can describe itself through ``representation``."""
-        return callable(getattr(self, representation, None))
+        """Whether the model has the factory of the declared representation ``representation`` (``"ctmc"``)."""
+        from .protocol import PROTOCOLS
+
+        protocol = PROTOCOLS.get(representation)
+        return protocol is not None and protocol.offered_by(self)
 
 
 @dataclass(frozen=True)
@@ -138,8 +182,15 @@ class MethodSpec:
     #: the module that registered the method (for the index; not part of its identity)
     module: str = field(default="", compare=False)
 
+    @property
+    def protocol(self):
+        """What the method needs from a model (:class:`exactq.protocol.Protocol`)."""
+        from .protocol import get_protocol
+
+        return get_protocol(self.requires)
+
     def applies_to(self, model: Model) -> bool:
-        return model.offers(self.requires)
+        return self.protocol.offered_by(model)
 
     def setting(self, key: str, default: Any = None) -> Any:
         return dict(self.settings).get(key, default)
@@ -147,7 +198,12 @@ class MethodSpec:
 
 @dataclass(frozen=True)
 class SolverSpec:
-    """A registered solver: ``fn(representation, **options) -> solution``."""
+    """A registered solver: ``fn(representation, **options) -> solution``.
+
+    ``priority`` orders the dispatch (the highest first among those that apply; equal
+    priorities by name), ``family`` says what it computes (``"stationary"``,
+    ``"transient"``, ...: the names ``--option solver=NAME`` of a method choose from).
+    """
 
     name: str
     representation: type
@@ -155,6 +211,8 @@ class SolverSpec:
     doc: str
     options: tuple[str, ...] = ()
     applies: Callable[[Any], str | None] | None = None
+    priority: int = 0
+    family: str = ""
 
     def refusal(self, rep: Any) -> str | None:
         """Why the solver does not apply to ``rep`` (``None`` when it does)."""
@@ -178,9 +236,13 @@ def register_model(cls: type) -> type:
     """Class decorator: add a model class to the catalogue under ``cls.name``.
 
     The methods the class offers must be registered (or listed in the index, whose
-    modules are imported when the method is used); a model that is not built in (a
-    plug-in) may not name a parameter like one of exactq's own keywords or model
-    attributes (:func:`exactq.plugins.check_parameter_names`).
+    modules are imported when the method is used), and the class must have every
+    member the protocol of one of each method's representations requires
+    (:func:`exactq.protocol.check_model`: a :class:`~exactq.errors.ModelError`, for a
+    plug-in a :class:`~exactq.errors.PluginError`, of one line naming the method and
+    the missing member); a model that is not built in (a plug-in) may not name a
+    parameter like one of exactq's own keywords or model attributes
+    (:func:`exactq.plugins.check_parameter_names`).
     """
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
@@ -206,8 +268,23 @@ def register_model(cls: type) -> type:
         from .plugins import check_parameter_names
 
         check_parameter_names(cls)
+    why = _protocol_gap(cls)
+    if why:
+        raise ModelError(f"model {cls.name!r}: {why}") if builtin else PluginError(f"plug-in {cls.name}: {why}")
     _MODELS[cls.name] = cls
     return cls
+
+
+def _protocol_gap(cls: type) -> str | None:
+    """The first method ``cls`` claims whose protocol it does not meet, as one line (``None``: it meets them all)."""
+    from .protocol import check_model, get_protocol
+
+    for method in cls.methods:
+        protocols = [get_protocol(requires) for requires, _ in _method_meta(method)]
+        why = check_model(cls, method, protocols)
+        if why:
+            return why
+    return None
 
 
 def _method_known(name: str) -> bool:
@@ -227,27 +304,59 @@ def _add_method(spec: MethodSpec) -> None:
     specs.append(spec)
 
 
-def register_method(name: str, *, requires: str, doc: str, driver: str, options: tuple[str, ...] = (),
-                    **settings) -> None:
-    """Register method ``name`` for models offering the representation factory ``requires``.
+#: settings that once named model hooks; the protocol declares those members now (exactq.protocol)
+_HOOK_SETTINGS = {"evaluate": "measure", "size": "size", "start": "start", "infinite": "infinite",
+                  "parameter": "parameter"}
 
-    ``driver`` is one of the generic drivers of :mod:`exactq.methods` (``"single"``,
-    ``"adaptive"``, ``"bracket"`` or ``"model"``); it runs the method with
-    ``settings`` (see each driver). ``options`` are the keywords the method accepts.
+
+def register_method(name: str, *, requires, doc: str, driver: str, options: tuple[str, ...] = (),
+                    **settings) -> None:
+    """Register method ``name`` for models offering the representation ``requires``.
+
+    ``requires`` names a declared :class:`~exactq.protocol.Protocol` (``"ctmc"``,
+    ``"qbd"``, ...), or is one (a plug-in's, declared here): what the method needs from
+    a model, checked when a model claiming the method is registered. ``driver`` is one
+    of the generic drivers of :mod:`exactq.methods` (``"single"``, ``"adaptive"``,
+    ``"bracket"`` or ``"model"``); it runs the method with ``settings`` (see each
+    driver). ``options`` are the keywords the method accepts.
+
+    A setting may not name a model member: the protocol declares those. (Registrations
+    written before the protocols existed may still pass ``start``, ``size``,
+    ``infinite``, ``evaluate`` or ``parameter`` when they agree with the protocol's
+    declaration; they are dropped.)
     """
+    from .protocol import Protocol, get_protocol, register_protocol
+
     if not driver:
         raise ValueError(f"method {name!r} needs a driver")
+    protocol = register_protocol(requires) if isinstance(requires, Protocol) else get_protocol(requires)
+    if protocol.driver != driver:
+        raise ValueError(f"method {name!r}: driver {driver!r} does not run the protocol {protocol.name!r} "
+                         f"(its driver is {protocol.driver!r})")
+    for key, role in _HOOK_SETTINGS.items():
+        if key in settings:
+            member = protocol.member(role)
+            if member is None or member.name != settings[key]:
+                raise ValueError(f"method {name!r}: setting {key}={settings[key]!r} names a model member; the "
+                                 f"protocol {protocol.name!r} declares its members (exactq.protocol)")
+            del settings[key]
     module = sys._getframe(1).f_globals.get("__name__", "")  # the registering module, for the index
-    _add_method(MethodSpec(name, requires, doc, tuple(options), driver, tuple(sorted(settings.items())), module))
+    _add_method(MethodSpec(name, protocol.name, doc, tuple(options), driver, tuple(sorted(settings.items())),
+                           module))
 
 
 def register_solver(representation: type, *, name: str, doc: str, options: tuple[str, ...] = (),
-                    applies: Callable[[Any], str | None] | None = None):
+                    applies: Callable[[Any], str | None] | None = None, priority: int = 0, family: str = ""):
     """Decorator: register ``fn(representation, **options) -> solution`` for a representation type.
 
     ``applies(rep)`` returns ``None`` when the solver can handle ``rep`` and otherwise
-    the reason it cannot (a declared structure it needs); solvers registered first
-    are preferred.
+    the reason it cannot (a declared structure it needs). Without ``using``,
+    :func:`solve_representation` tries the solvers by ``priority``, highest first (equal
+    priorities by name): the order of files and imports never matters, and a solver
+    with the default priority 0, as a plug-in's is, is chosen only when it is asked for
+    (``using``, ``--option solver=NAME``) or when no solver of higher priority applies.
+    ``family`` (``"stationary"``, ``"transient"``) groups the solvers a method's
+    ``solver`` option chooses from.
     """
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -259,7 +368,7 @@ def register_solver(representation: type, *, name: str, doc: str, options: tuple
                         specs[k] = dataclasses.replace(s, fn=fn, applies=applies)  # the installed module's wins
                     return fn
                 raise ValueError(f"solver {name!r} for {representation.__name__} registered twice")
-        specs.append(SolverSpec(name, representation, fn, doc, tuple(options), applies))
+        specs.append(SolverSpec(name, representation, fn, doc, tuple(options), applies, int(priority), family))
         return fn
 
     return deco
@@ -312,23 +421,36 @@ def solvers_for(rep: Any) -> list[SolverSpec]:
     The modules that register solvers for those types are imported here (when the
     index is fresh; otherwise every solver module).
     """
+    return solvers_of(type(rep))
+
+
+def solvers_of(rep_type: type) -> list[SolverSpec]:
+    """The solvers registered for a representation type (or a base class of it), in the order they are tried.
+
+    By priority, highest first, then by name (the type's own solvers before those of a
+    base class): never by the order of files or imports.
+    """
     idx = _builtin_index()
     if idx is None:
         load_solvers()
     out = []
-    for cls in type(rep).__mro__:
+    for cls in rep_type.__mro__:
         entries = idx["solvers"].get(_type_key(cls), []) if idx is not None else []
         _ensure(dict.fromkeys(module for _, module in entries))
-        out += _ranked(_SOLVERS.get(cls, ()), [name for name, _ in entries], lambda s: s.name)
+        out += sorted(_SOLVERS.get(cls, ()), key=lambda s: (-s.priority, s.name))
     return out
+
+
+def solver_names(rep_type: type, family: str) -> list[str]:
+    """The names of a representation type's solvers of one family (plug-ins' included), in dispatch order."""
+    return [s.name for s in solvers_of(rep_type) if s.family == family]
 
 
 def solve_representation(rep: Any, using: str | None = None, **options) -> Any:
     """Solve ``rep`` with the registered solver named ``using``, or the first one that applies.
 
-    Solvers that declare a structure they need (``applies``) and accept ``rep`` are
-    tried before the general ones, in registration order. ``options`` go to the
-    solver.
+    Without ``using`` the solvers are tried by priority (:func:`register_solver`), the
+    first whose ``applies`` accepts ``rep`` solves it. ``options`` go to the solver.
 
     Raises
     ------
@@ -350,7 +472,7 @@ def solve_representation(rep: Any, using: str | None = None, **options) -> Any:
             raise SolverRefusal(f"solver {using!r} does not apply to this {kind}: {why}")
         return _run_solver(named[0], rep, options)
     reasons = []
-    for s in sorted(specs, key=lambda s: s.applies is None):  # declared structure first
+    for s in specs:  # by priority (solvers_of)
         why = s.refusal(rep)
         if why is None:
             return _run_solver(s, rep, options)
@@ -424,9 +546,10 @@ def import_all(package: str, path) -> None:
 
 
 def load_solvers() -> None:
-    """Import every solver module, which registers every solver and method."""
+    """Import the method table (:mod:`exactq.method_table`) and every solver module: every method and solver."""
     import exactq.solvers
 
+    _import_guarded("exactq.method_table")
     import_all(exactq.solvers.__name__, exactq.solvers.__path__)
 
 
@@ -474,7 +597,7 @@ def _source_digests() -> dict[str, str]:
                 with open(os.path.join(folder, fname), "rb") as fh:
                     out[f"{label}/{fname}"] = hashlib.sha256(fh.read()).hexdigest()[:16]
     here = os.path.dirname(os.path.abspath(__file__))
-    for fname in ("catalogue.py", "params.py"):
+    for fname in ("catalogue.py", "params.py", "method_table.py", "protocol.py"):
         with open(os.path.join(here, fname), "rb") as fh:
             out[f"exactq/{fname}"] = hashlib.sha256(fh.read()).hexdigest()[:16]
     return out

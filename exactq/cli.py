@@ -832,7 +832,7 @@ def _cmd_export(args) -> None:
         if info is not None:
             bool_vars = [v.name for v in info.variables if v.type == "bool"]
         else:  # an explicit chain exported again
-            bool_vars = sorted(getattr(model, "_bool_vars", ()))
+            bool_vars = sorted(getattr(model, "bool_vars", ()))
         name = os.path.splitext(os.path.basename(args.model))[0]
     else:
         from .api import model as build
@@ -843,16 +843,17 @@ def _cmd_export(args) -> None:
         factory = "ctmc" if model.offers("ctmc") else ("dtmc" if model.offers("dtmc") else None)
         if factory is None:
             raise _UsageError(f"model {model.name} has no CTMC or DTMC representation to export")
-        if getattr(model, "is_infinite", False) and args.truncation is None:
+        if model.is_infinite and args.truncation is None:
             raise _UsageError(f"model {model.name} is infinite; give --truncation N (the level of the exported "
                               "chain)")
-        if not getattr(model, "is_infinite", False) and args.truncation is not None:
+        if not model.is_infinite and args.truncation is not None:
             raise _UsageError(f"model {model.name} is finite; --truncation does not apply")
         _require_export_size(model, factory, args.truncation)
         from .plugins import guard
+        from .protocol import get_protocol
 
         with guard(model):  # a plug-in's own failure is reported as its own
-            chain = getattr(model, factory)(args.truncation)
+            chain = get_protocol(factory).bind(model).build(args.truncation)
         name = model.name
     prefix = args.out or name
     _require_export_folder(prefix)
@@ -877,10 +878,11 @@ def _require_export_size(model, factory: str, truncation) -> None:
     """The exported chain's states (the model's ``<factory>_size``), checked against the memory budget first."""
     from .budget import require_states
     from .options import check_truncation
+    from .protocol import get_protocol
 
     check_truncation(truncation)
-    size = getattr(model, f"{factory}_size", None)
-    if not callable(size):
+    size = get_protocol(factory).bind(model).size
+    if size is None:
         return
     try:
         n = size(truncation)

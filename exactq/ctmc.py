@@ -133,7 +133,7 @@ class CTMC:
 
     def evaluate(self, expr: str) -> np.ndarray:
         """Evaluate a state expression (``"q1 + q2 > 5"``) on every state."""
-        from .expr import evaluate
+        from .prism.native import evaluate
 
         return np.broadcast_to(np.asarray(evaluate(expr, self.namespace())), (self.n_states,))
 

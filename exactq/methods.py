@@ -1,42 +1,50 @@
 """The generic method drivers: representation -> solver -> the model's measure.
 
 A method (:func:`exactq.catalogue.register_method`) names one of these drivers and
-the model's representation *factory* (a model method). The drivers know neither
-models nor measures: they call the factory, hand the representation to
-:func:`~exactq.catalogue.solve_representation` (which picks the registered solver by
-the representation's type and structure) and pass the solution to the model's
-``<factory>_measure(measure, representation, solution)``, which returns the value
-(or an :class:`~exactq.result.Estimate` with its own error, bounds and details).
+the :class:`~exactq.protocol.Protocol` of the representation it solves: the declared
+members a model offers the method (its factory, its measure mapping, a size, a first
+level, ...), checked when the model is registered. The drivers know neither models
+nor measures, and look no member up by a name of their own: they bind the protocol
+to the model (:meth:`~exactq.protocol.Protocol.bind`), call its ``build`` member,
+hand the representation to :func:`~exactq.catalogue.solve_representation` (which
+picks the registered solver by the representation's type and structure) and pass the
+solution to its ``measure`` member, ``measure(measure, representation, solution)``,
+which returns the value (or an :class:`~exactq.result.Estimate` with its own error,
+bounds and details). Below, ``build`` etc. are the roles of the protocol's members
+(for the ``ctmc`` protocol: ``ctmc``, ``ctmc_measure``, ``ctmc_size``,
+``truncation_start``, ``is_infinite``, ``ctmc_functional``).
 
 ``single``
-    One representation, one solve: ``model.<factory>()``.
+    One representation, one solve: ``build()``.
 ``adaptive``
-    An infinite model truncated at growing levels by the one truncation driver,
-    :func:`exactq.truncation.grow`: ``model.<factory>(level)``, or
-    ``model.<factory>(level, previous)`` when the model chooses its own sets
-    (the option ``start_level`` raises the model's first level: a warm start;
-    settings: ``start``, ``size``, ``growth``, ``previous``, ``lumpable``,
-    ``label``, ``verify``; ``set_options``: method options that fix a kept set the
-    model describes itself, passed to the factory as keywords, one solve). A finite
-    model is solved once.
+    An infinite model (its ``infinite`` member true) truncated at growing levels by
+    the one truncation driver, :func:`exactq.truncation.grow`, from ``start(tol)``:
+    ``build(level)``, or ``build(level, previous)`` when the model chooses its own sets
+    (setting ``previous``); ``size(level)`` predicts a level's states for the budgets.
+    The option ``start_level`` raises the model's first level (a warm start); settings:
+    ``growth``, ``previous``, ``lumpable`` (the protocol's variant, a lumped chain,
+    where its ``applies(measure)``), ``label``, ``verify``, ``set_options`` (method
+    options that fix a kept set the model describes itself, passed to ``build`` as
+    keywords, one solve). A finite model is solved once. ``certify`` uses the
+    ``functional`` member.
 ``model``
     The model orchestrates the solves itself (several representations, or formulas
-    around one): ``model.<factory>(measure, context)`` with ``context.solve(rep)``;
-    with ``context=False`` in the settings, ``model.<factory>(measure)`` (closed forms).
+    around one): ``build(measure, context)`` with ``context.solve(rep)``; with
+    ``context=False`` in the settings, ``build(measure)`` (closed forms).
 ``bracket``
     Bounds from comparison systems (:class:`~exactq.representations.bracket.Bracket`)
-    built at a comparison parameter: ``model.<factory>(measure, p)`` (``p=None``: the
-    model's first), ``model.<factory>_measure(measure, bracket, solution)`` an Estimate
-    with ``lower`` and ``upper``. A parameter the model fixes (its attribute named by
-    the ``parameter`` setting) gives one bracket; otherwise ``p`` grows by
-    ``max(1, p // 4)`` up to ``max_parameter`` until the bounds, intersected over every
-    ``p`` tried, are within ``tol`` relative (settings: ``parameter``,
-    ``max_parameter``, ``verify``, ``label``).
+    built at a comparison parameter: ``build(measure, p)`` (``p=None``: the model's
+    first), ``measure(measure, bracket, solution)`` an Estimate with ``lower`` and
+    ``upper``. A parameter the model fixes (its ``parameter`` member) gives one
+    bracket; otherwise ``p`` grows by ``max(1, p // 4)`` up to ``max_parameter`` until
+    the bounds, intersected over every ``p`` tried, are within ``tol`` relative
+    (settings: ``max_parameter``, ``verify``, ``label``).
 
 Before any driver runs, a model may answer a measure that needs no solve
 (``model.intrinsic_measure(measure)``, e.g. a stability limit) or hand the method to
 another one (``model.delegate(method)``, e.g. the exact value of an infinite system
-is its mean-field limit).
+is its mean-field limit); both have defaults on :class:`~exactq.catalogue.Model`
+(:data:`exactq.protocol.MODEL_MEMBERS`).
 """
 
 from __future__ import annotations
@@ -101,18 +109,30 @@ def _plain(v: Any) -> Any:
 
 def run(spec: MethodSpec, model, measure: str, *, tol: float, truncation: int | None, verify: bool,
         strict: bool, options: dict, certify: bool = False) -> Result:
-    """Run the method ``spec`` on ``model`` for ``measure`` (module docstring)."""
+    """Run the method ``spec`` on ``model`` for ``measure`` (module docstring).
+
+    Examples
+    --------
+    The ``ctmc`` method on M/M/1 at load 1/2 (the adaptive driver grows the truncation
+    until the mean number, 1, is reached to ``tol``):
+
+    >>> from exactq.catalogue import check_method_for, get_model
+    >>> m = get_model("mm1").create(arrival_rate=0.5, service_rate=1.0)
+    >>> spec = check_method_for(m, "ctmc")
+    >>> spec.driver, spec.protocol.factory.name
+    ('adaptive', 'ctmc')
+    >>> r = run(spec, m, "mean_number", tol=1e-9, truncation=None, verify=False, strict=False, options={})
+    >>> abs(r.value - 1.0) < 1e-8, r.info["truncation"]["stopped_by"]
+    (True, 'tol')
+    """
     t0 = time.perf_counter()
-    intrinsic = getattr(model, "intrinsic_measure", None)
-    if callable(intrinsic):
-        est = intrinsic(measure)
-        if est is not None:
-            est = _as_estimate(est)
-            return Result(value=_plain(est.value), method=f"{spec.name}/closed-form",
-                          error_estimate=0.0 if est.error is None else est.error, lower=est.lower,
-                          upper=est.upper, seconds=time.perf_counter() - t0, info=dict(est.info))
-    delegate = getattr(model, "delegate", None)
-    other = delegate(spec.name) if callable(delegate) else None
+    est = model.intrinsic_measure(measure)
+    if est is not None:
+        est = _as_estimate(est)
+        return Result(value=_plain(est.value), method=f"{spec.name}/closed-form",
+                      error_estimate=0.0 if est.error is None else est.error, lower=est.lower,
+                      upper=est.upper, seconds=time.perf_counter() - t0, info=dict(est.info))
+    other = model.delegate(spec.name)
     if other:
         target = check_method_for(model, other)
         if target.driver != "adaptive":  # the truncation's own controls mean nothing to the other method
@@ -154,9 +174,10 @@ def _single(spec, model, measure, *, tol, truncation, verify, strict, options) -
     if truncation is not None:
         raise NotApplicableError(f"truncation does not apply to method {spec.name!r}")
     options.pop("lump", None)  # the lumping switch is the adaptive CTMC method's
-    rep = getattr(model, spec.requires)()
+    hooks = spec.protocol.bind(model)
+    rep = hooks.build()
     sol = solve_representation(rep, spec.setting("solver"), **_solver_options(spec, options, tol, strict))
-    est = _as_estimate(getattr(model, spec.setting("evaluate", f"{spec.requires}_measure"))(measure, rep, sol))
+    est = _as_estimate(hooks.measure(measure, rep, sol))
     return _result(spec.setting("label", spec.name), est, sol, rep, {})
 
 
@@ -207,22 +228,23 @@ def boundary_evaluation(rep, sol, value, measure_of) -> Evaluation:
 
 def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
     info: dict = {}
-    factory, evaluate_name, size_name = spec.requires, spec.setting("evaluate", f"{spec.requires}_measure"), \
-        spec.setting("size")
+    hooks = spec.protocol.bind(model)
     lump = options.pop("lump", True)
-    if spec.setting("lumpable") and lump and callable(getattr(model, "lumped_ctmc", None)) and model.lumps(measure):
-        factory, evaluate_name, size_name = "lumped_ctmc", "lumped_measure", "lumped_size"
+    chain_hooks = hooks
+    if spec.setting("lumpable") and lump and hooks.variant is not None and hooks.variant.applies(measure):
+        chain_hooks = hooks.variant  # the exactly lumped chain (identical servers)
         info["lumped"] = True
-    build_fn = getattr(model, factory)
-    measure_fn = getattr(model, evaluate_name)
-    size = getattr(model, size_name, None) if size_name else None
+    build_fn, measure_fn, size = chain_hooks.build, chain_hooks.measure, chain_hooks.size
     # options that fix a kept set the model describes itself (not a level, e.g. a cost bound): they go
     # to the factory as keywords, and the set is solved once
     set_opts = {k: options.pop(k) for k in spec.setting("set_options", ()) if k in options}
     solver_opts = _solver_options(spec, options, tol, strict)
-    if "solver" in spec.options:
-        info["solver"] = solver_opts.get("solver", "auto")
-    infinite = bool(getattr(model, spec.setting("infinite", "is_infinite"), False))
+    using = spec.setting("solver")
+    if "solver" in spec.options:  # the option names a registered solver of the representation (plug-ins' too)
+        info["solver"] = solver_opts.pop("solver", "auto")
+        if info["solver"] != "auto":
+            using = info["solver"]
+    infinite = hooks.infinite
     uses_previous = spec.setting("previous", False)
     progress = solver_opts.pop("progress", None)
     time_limit = solver_opts.pop("time_limit", None)
@@ -240,7 +262,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
         opts = dict(solver_opts)
         if uses_previous and previous is not None:
             opts["previous"] = previous
-        return solve_representation(rep, spec.setting("solver"), **opts)
+        return solve_representation(rep, using, **opts)
 
     last: dict = {}
 
@@ -254,7 +276,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
 
     if not infinite:
         if truncation is not None:
-            if spec.setting("infinite", "is_infinite") == "is_infinite":
+            if hooks.protocol.member("infinite").name == "is_infinite":
                 raise NotApplicableError(f"truncation applies to infinite models only; model {model.name} is finite")
             raise NotApplicableError(f"truncation does not apply to method {spec.name!r} for model {model.name}: its "
                              f"representation is exact, with nothing to truncate")
@@ -270,7 +292,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
             out = grow(build, solve, evaluate, tol=tol, fixed=fixed, size=None if set_opts else size,
                        max_states=max_states, unit=spec.setting("unit", "states"), strict=strict)
         else:
-            start = None if uses_previous else int(getattr(model, spec.setting("start", "truncation_start"))(tol))
+            start = None if uses_previous else int(hooks.start(tol))
             if start is not None and start_level is not None:  # a warm start, e.g. from a sweep's neighbour
                 start = max(int(start_level), start)
             growth = spec.setting("growth")
@@ -290,8 +312,7 @@ def _adaptive(spec, model, measure, *, tol, truncation, verify, strict, options)
         info["verify"] = _verify(spec, rep_final, est.value, tol, lambda other: _as_estimate(
             measure_fn(measure, rep_final, other)).value)
     if certify:
-        functional = getattr(model, functional_name(evaluate_name), None)
-        est = _certify(model, measure, rep_final, sol_final, est, functional, info, progress=progress)
+        est = _certify(model, measure, rep_final, sol_final, est, chain_hooks.functional, info, progress=progress)
     return _result(label, est, sol_final, rep_final, info)
 
 
@@ -309,11 +330,6 @@ def _require_finite_size(model, size) -> None:
                        isinstance(v, bool) and v > 1)
     require_states(n, f"the chain of {model.name}" + (f" ({params})" if params else ""),
                    hint="lower the size parameters")
-
-
-def functional_name(evaluate_name: str) -> str:
-    """The model hook ``certify`` reads beside a measure hook: ``ctmc_measure`` -> ``ctmc_functional``."""
-    return evaluate_name.replace("_measure", "") + "_functional"
 
 
 def _certify(model, measure, rep, sol, est: Estimate, functional, info: dict, progress=None) -> Estimate:
@@ -365,7 +381,7 @@ def _verify(spec, rep, value, tol, measure_of) -> dict:
 
 # ----------------------------------------------------------------------------- model
 def _model(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
-    fn = getattr(model, spec.requires)
+    fn = spec.protocol.bind(model).build
     if not spec.setting("context", True):
         value = fn(measure)
         if isinstance(value, Result):
@@ -394,13 +410,13 @@ def _model(spec, model, measure, *, tol, truncation, verify, strict, options) ->
 
 # --------------------------------------------------------------------------- bracket
 def _bracket(spec, model, measure, *, tol, truncation, verify, strict, options) -> Result:
-    name = spec.setting("parameter")
+    hooks = spec.protocol.bind(model)
+    name = hooks.protocol.member("parameter").name
     if truncation is not None:
         raise NotApplicableError(f"truncation does not apply to method {spec.name!r} (set {name} instead); "
                                  f"got {truncation!r}")
     options.pop("lump", None)
-    build = getattr(model, spec.requires)
-    evaluate = getattr(model, spec.setting("evaluate", f"{spec.requires}_measure"))
+    build, evaluate = hooks.build, hooks.measure
     opts = _solver_options(spec, options, tol, strict)
 
     def bounds(p, **extra):
@@ -408,7 +424,7 @@ def _bracket(spec, model, measure, *, tol, truncation, verify, strict, options) 
         sol = solve_representation(rep, spec.setting("solver"), **{**opts, **extra})
         return rep, sol, _as_estimate(evaluate(measure, rep, sol))
 
-    fixed = getattr(model, name, None)
+    fixed = hooks.parameter
     rep, sol, est = bounds(fixed)
     lower, upper = est.lower, est.upper
     info = dict(est.info)

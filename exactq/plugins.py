@@ -43,11 +43,9 @@ __all__ = ["register", "function_model", "FunctionModel", "load_entry_points", "
 #: the entry-point group of users' plug-in models (a module, a Model subclass or a function)
 ENTRY_POINT_GROUP = "exactq.models"
 
-#: the hooks exactq's drivers look up on a model by name (besides each method's representation
-#: factory and its ``<factory>_measure``/``<factory>_functional``, taken from the methods' registrations)
-DRIVER_HOOKS = ("auto_method", "intrinsic_measure", "delegate", "lumped_ctmc", "lumps", "lumped_measure",
-                "lumped_size", "truncation_start", "ctmc_size", "is_infinite", "prism_properties",
-                "compile_properties", "built", "chain_model", "kind", "info")
+#: members of the models given by one finite chain (PRISM and explicit files) that the API reads besides the
+#: protocols' (exactq.protocol): a plug-in parameter may not take their names either
+CHAIN_MODEL_MEMBERS = ("compile_properties", "info")
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -78,28 +76,20 @@ def _keywords() -> dict[str, str]:
 
 def reserved_names() -> dict[str, str]:
     """Every name a plug-in parameter may not take: name -> what it clashes with."""
-    from . import catalogue
+    from .protocol import MODEL_MEMBERS, PROTOCOLS, members_of
 
     out = dict(_keywords())
     for cls in (Model, FunctionModel, _CTMCFactory, _DTMCFactory):
         for attr in dir(cls):
             if not attr.startswith("__"):
                 out.setdefault(attr, f"the model attribute {attr!r}")
-    for hook in DRIVER_HOOKS:
-        out.setdefault(hook, f"the model hook {hook!r} that exactq's methods look up")
-    factories = set()
-    for name in catalogue.method_names():
-        for requires, _ in catalogue._method_meta(name):
-            factories.add(requires)
-    for spec_list in catalogue._METHODS.values():
-        for spec in spec_list:
-            for key in ("evaluate", "size", "start", "infinite"):
-                value = spec.setting(key)
-                if isinstance(value, str):
-                    out.setdefault(value, f"the model hook {value!r} that exactq's methods look up")
-    for f in sorted(factories):
-        for hook in (f, f"{f}_measure", f"{f}_functional"):
-            out.setdefault(hook, f"the model hook {hook!r} that exactq's methods look up")
+    for member in MODEL_MEMBERS:
+        out.setdefault(member.name, f"the model member {member.name!r} (exactq.protocol)")
+    for name, protocol in sorted(PROTOCOLS.items()):
+        for member in members_of(protocol):
+            out.setdefault(member.name, f"the model member {member.name!r} of the {name} protocol (exactq.protocol)")
+    for name in CHAIN_MODEL_MEMBERS:
+        out.setdefault(name, f"the model member {name!r} of PRISM-file models")
     return out
 
 
@@ -316,10 +306,6 @@ class FunctionModel(Model):
     kind: ClassVar[str] = "ctmc"
     _function: ClassVar[Callable] = None
     _expressions: ClassVar[dict] = {}
-
-    @property
-    def is_infinite(self) -> bool:
-        return False
 
     @cached_property
     def built(self) -> BuiltChain:

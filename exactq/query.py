@@ -1,6 +1,10 @@
-"""A small CSL-style query language over CTMCs, and its checker.
+"""The queries of the one property language, and :func:`parse_query` for exactq's native ones.
 
-Queries (whitespace-insensitive; expressions as in :mod:`exactq.expr`):
+Every query, on a native model (``exactq check jsq ... 'S=? [ q1 > 5 ]'``) or on a
+PRISM file, is read by the PRISM front end (:mod:`exactq.prism`): PRISM's property
+language for CTMCs and DTMCs with a few extensions, and for a native model the
+chain's variables, constants, rewards and labels as its symbols
+(:mod:`exactq.prism.native`). The common forms:
 
 =========================  ======================================================
 ``S=? [ b ]``              steady-state probability of the condition ``b``
@@ -12,24 +16,30 @@ Queries (whitespace-insensitive; expressions as in :mod:`exactq.expr`):
 ``T=? [ F b ]``            expected time to reach ``b`` (``inf`` if it may be missed)
 =========================  ======================================================
 
-``F b`` is ``true U b``; ``F<t`` is accepted as ``F<=t`` (the same probability in
-continuous time). ``P=?`` and ``T=?`` are reported for the chain's initial state.
+and PRISM's others: ``F[t1,t2]``, ``F>=t``, ``G``, ``X``, ``W``, ``R`` (release),
+``R{"r"}=? [ S | C | C<=t | I=t | F b ]``, Storm's ``LRA``, thresholds
+(``P>=0.9 [ ... ]``: true or false, probability 0 and 1 decided on the graph), nested
+operators, arithmetic over numerical operators (``1 - P=? [ ... ]``) and every
+filter (``filter(op, prop, states)``). ``F<t`` is ``F<=t`` in continuous time.
+``P=?`` and ``T=?`` are reported for the chain's initial state.
 
-:func:`parse_query` turns the text into one of the frozen dataclasses
-:class:`SteadyProbability`, :class:`SteadyExpectation`, :class:`Until`,
-:class:`ExpectedTime`. They are evaluated on a chain by the model-checking algorithms
-beside the other solvers, :func:`exactq.solvers.csl.check_chain`; :func:`exactq.check`
-runs them on a model, truncating infinite ones adaptively.
+Expressions have PRISM's operators and functions and these extensions, read in
+both dialects where PRISM gives them no meaning: comparison chains (``0 < s <= 3``),
+``^`` and ``**`` (power, right associative, ``-2^2`` is -4), ``%`` (modulo), ``==``,
+``&&``, ``||``, unary ``+``, ``abs``, ``sqrt``, ``exp``, ``log(x)`` (natural), booleans
+counting 0/1 in arithmetic, integers 0/1 acting as booleans; a division by zero (or
+another arithmetic fault) in a state where the term is used is an error, never a
+silent ``nan``. A native query also reads ``//`` (floor division), ``not``, ``and``,
+``or``, and a label by its bare name.
 
-PRISM's property forms (:mod:`exactq.prism.properties` reads them, in PRISM's syntax,
-on PRISM models) use the same classes and a few more: :class:`Until` with a lower
-bound (``F[t1,t2]``, ``F>=t``, ``a U[t1,t2] b``) or negated (``a W b`` and ``a R b``
-are complements of an until), :class:`Globally` (``G<=t``), :class:`Next` (``X``),
-:class:`RewardQuery` (``R{"r"}=? [ S | C | C<=t | I=t | F b ]``, on the
-:class:`RewardStructure` of a chain), :class:`Threshold` (``P>=0.9 [ ... ]``: true or
-false per state), :class:`Formula` (arithmetic over nested operators,
-``1 - P=? [ ... ]``) and :class:`Filter` (``filter(op, prop, states)``). The native
-language parsed here is unchanged.
+The classes below are what a property compiles to (:mod:`exactq.prism.properties`),
+and what :func:`exactq.solvers.csl.check_chain` checks: :class:`SteadyProbability`,
+:class:`SteadyExpectation`, :class:`Until` (with a lower bound, or ``negated`` for
+``W`` and ``R``), :class:`ExpectedTime`, :class:`Globally`, :class:`Next`,
+:class:`RewardQuery` (on a chain's :class:`RewardStructure`), :class:`Threshold`,
+:class:`Formula` and :class:`Filter`. :func:`parse_query` reads a native query's
+text into a :class:`NativeQuery`, which is compiled against a chain's symbols when it
+is checked on that chain (:meth:`NativeQuery.bind`).
 
 References
 ----------
@@ -42,12 +52,12 @@ References
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import ClassVar, Union
 
+import numpy as np
+
 from .errors import ModelError
-from .expr import Expression, Token, describe_token, parse_expression, parse_fragment, syntax_error, tokenize
 
 __all__ = [
     "Query",
@@ -65,17 +75,44 @@ __all__ = [
     "REWARD_KINDS",
     "FILTER_OPS",
     "parse_query",
+    "NativeQuery",
     "TRUE",
 ]
 
-TRUE = parse_expression("true")
+
+#: a compiled state formula (:class:`exactq.prism.properties.StateFormula`): ``on_chain(chain, checker)``, ``text``
+StateExpr = object
+
+
+class _True:
+    """The condition ``true`` (the left side of ``F b``, which is ``true U b``)."""
+
+    text = "true"
+    type = "bool"
+    names = frozenset()
+    deps: dict = {}
+
+    def on_chain(self, chain, checker=None) -> np.ndarray:
+        return np.ones(chain.n_states, dtype=bool)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _True) or getattr(other, "text", None) == "true"
+
+    def __hash__(self) -> int:
+        return hash("true")
+
+    def __repr__(self) -> str:
+        return "TRUE"
+
+
+TRUE = _True()
 
 
 @dataclass(frozen=True)
 class SteadyProbability:
     """``S=? [ expr ]``: long-run probability that the condition ``expr`` holds."""
 
-    expr: Expression
+    expr: StateExpr
     text: str = field(default="", compare=False)
     kind: ClassVar[str] = "steady_probability"
 
@@ -87,7 +124,7 @@ class SteadyProbability:
 class SteadyExpectation:
     """``E=? [ expr ]``: long-run expectation of the numeric expression ``expr``."""
 
-    expr: Expression
+    expr: StateExpr
     text: str = field(default="", compare=False)
     kind: ClassVar[str] = "steady_expectation"
 
@@ -105,8 +142,8 @@ class Until:
     ``a W b = !((a & !b) U (!a & !b))`` and ``a R b = !(!a U !b)``, bounds included.
     """
 
-    left: Expression
-    right: Expression
+    left: StateExpr
+    right: StateExpr
     time_bound: float | None = None
     text: str = field(default="", compare=False)
     lower_bound: float = 0.0
@@ -133,7 +170,7 @@ class Until:
 class ExpectedTime:
     """``T=? [ F target ]``: expected time to reach ``target``."""
 
-    target: Expression
+    target: StateExpr
     text: str = field(default="", compare=False)
     kind: ClassVar[str] = "expected_time"
 
@@ -148,7 +185,7 @@ class Globally:
     Checked as ``1 - P=? [ F[lower_bound, time_bound] !expr ]``.
     """
 
-    expr: Expression
+    expr: StateExpr
     time_bound: float | None = None
     lower_bound: float = 0.0
     text: str = field(default="", compare=False)
@@ -162,7 +199,7 @@ class Globally:
 class Next:
     """``P=? [ X expr ]``: the next state (after one jump) satisfies ``expr``."""
 
-    expr: Expression
+    expr: StateExpr
     text: str = field(default="", compare=False)
     kind: ClassVar[str] = "next"
 
@@ -185,7 +222,7 @@ class RewardQuery:
     reward: str | None
     kind_of: str
     time: float | None = None
-    target: Expression | None = None
+    target: StateExpr | None = None
     text: str = field(default="", compare=False)
     kind: ClassVar[str] = "reward"
 
@@ -223,7 +260,7 @@ class Filter:
 
     op: str
     query: object
-    states: Expression | None = None
+    states: StateExpr | None = None
     text: str = field(default="", compare=False)
     kind: ClassVar[str] = "filter"
 
@@ -303,167 +340,103 @@ class RewardStructure:
 Query = Union[SteadyProbability, SteadyExpectation, Until, ExpectedTime, Globally, Next, RewardQuery, Filter, Threshold,
               Formula]
 
-_OPERATORS = ("S", "E", "P", "T")
+class NativeQuery:
+    """A native query, parsed; :meth:`bind` compiles it against a chain's symbols.
+
+    ``text`` is the query as given; ``kind`` the kind of its top operator (that of the
+    query classes: ``steady_probability``, ``until``, ..., ``filter``, ``formula``). Two
+    native queries are equal when their syntax trees print the same (``P=?[F<=3 x>1]``
+    equals ``P =? [ F <= 3 x > 1 ]``).
+    """
+
+    __slots__ = ("text", "node", "source", "_key")
+
+    def __init__(self, text: str, node, source):
+        self.text, self.node, self.source = text, node, source
+        self._key = str(node)
+
+    @property
+    def kind(self) -> str:
+        from .prism.syntax import FilterNode, QueryNode
+
+        node = self.node
+        if isinstance(node, FilterNode):
+            return "filter"
+        if not isinstance(node, QueryNode):
+            return "formula"
+        if node.is_threshold:
+            return "threshold"
+        if node.op == "P":
+            return {"X": "next", "G": "globally"}.get(node.body.kind, "until")
+        return {"S": "steady_probability", "E": "steady_expectation", "T": "expected_time", "R": "reward",
+                "LRA": "steady_probability"}[node.op]
+
+    def bind(self, chain) -> "Query":
+        """The query compiled against ``chain``'s variables, constants, rewards and labels."""
+        from .prism.native import compile_query
+
+        return compile_query(self.node, self.source, chain)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, NativeQuery) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"NativeQuery({self.text!r})"
 
 
-class _QueryParser:
-    def __init__(self, text: str):
-        self.text = text
-        self.tokens = tokenize(text)
-        self.i = 0
-
-    def peek(self, k: int = 0) -> Token | None:
-        j = self.i + k
-        return self.tokens[j] if j < len(self.tokens) else None
-
-    def column(self, tok: Token | None) -> int:
-        return tok.pos + 1 if tok is not None else len(self.text) + 1
-
-    def fail(self, expected: str, *, after: str | None = None, tok: Token | None | bool = False):
-        tok = self.peek() if tok is False else tok
-        where = f" after {after!r}" if after else ""
-        return syntax_error(self.column(tok), f"expected {expected}{where}; got {describe_token(tok)}", self.text)
-
-    def expect(self, text: str, after: str | None) -> Token:
-        tok = self.peek()
-        if tok is None or tok.text != text or tok.kind not in ("op", "name"):
-            raise self.fail(repr(text), after=after)
-        self.i += 1
-        return tok
-
-    # ------------------------------------------------------------------------
-    def parse(self) -> Query:
-        tok = self.peek()
-        if tok is None or tok.kind != "name" or tok.text not in _OPERATORS:
-            raise self.fail("one of S=?, E=?, P=?, T=?")
-        self.i += 1
-        op = tok.text
-        eq = self.peek()
-        if eq is None or eq.text != "=" or self.peek(1) is None or self.peek(1).text != "?":
-            bad = eq if (eq is None or eq.text != "=") else self.peek(1)
-            if bad is not None and bad.text in ("<", "<=", ">", ">="):
-                raise syntax_error(self.column(bad), f"only numerical queries '{op}=?' are supported; "
-                                   f"got the threshold {bad.text!r}", self.text)
-            raise self.fail("'=?'", after=op, tok=bad)
-        self.i += 2
-        self.expect("[", f"{op}=?")
-        start = self.i
-        close = next((j for j in range(start, len(self.tokens))
-                      if self.tokens[j].kind == "op" and self.tokens[j].text == "]"), None)
-        stop = len(self.tokens) if close is None else close
-        opener = next((j for j in range(start, stop)
-                       if self.tokens[j].kind == "op" and self.tokens[j].text == "["), None)
-        if opener is not None:
-            raise syntax_error(self.tokens[opener].pos + 1, "unexpected '[' inside the query brackets "
-                               "(interval bounds such as 'F[0,t]' are not supported; write 'F<=t')", self.text)
-        if close is None:
-            self.i = len(self.tokens)
-            raise self.fail("']' to close the query", after=self.tokens[-1].text)
-        if close + 1 < len(self.tokens):
-            raise self.fail("the end of the query", after="]", tok=self.tokens[close + 1])
-        inner = self.tokens[start:close]
-        end = self.tokens[close]
-        if op == "S":
-            return SteadyProbability(self.expression(inner, "[", end), self.text)
-        if op == "E":
-            return SteadyExpectation(self.expression(inner, "[", end), self.text)
-        if op == "T":
-            if not inner or inner[0].kind != "name" or inner[0].text != "F":
-                raise self.fail("'F' (T=? [ F b ])", after="[", tok=inner[0] if inner else end)
-            bound, rest = self.bound(inner[1:], end, "F")
-            if bound is not None:
-                raise syntax_error(inner[1].pos + 1, "T=? takes an unbounded 'F b'; got a time bound", self.text)
-            return ExpectedTime(self.expression(rest, "F", end), self.text)
-        # P=?
-        if inner and inner[0].kind == "name" and inner[0].text == "F":
-            bound, rest = self.bound(inner[1:], end, "F")
-            after = "F" if bound is None else _fmt_bound(bound, inner)
-            return Until(TRUE, self.expression(rest, after, end), bound, self.text)
-        depth = 0
-        split = []
-        for j, tk in enumerate(inner):
-            if tk.kind == "op" and tk.text == "(":
-                depth += 1
-            elif tk.kind == "op" and tk.text == ")":
-                depth -= 1
-            elif depth == 0 and tk.kind == "name" and tk.text in ("U", "F"):
-                split.append(j)
-        if not split:
-            raise self.fail("a path formula 'F b', 'F<=t b', 'a U b' or 'a U<=t b'", after="[",
-                            tok=inner[0] if inner else end)
-        j = split[0]
-        if inner[j].text == "F":
-            raise syntax_error(inner[j].pos + 1, "'F' must start the path formula (P=? [ F b ])", self.text)
-        if len(split) > 1:
-            raise syntax_error(inner[split[1]].pos + 1, f"nested path formulas are not supported; got a second "
-                               f"{inner[split[1]].text!r}", self.text)
-        left = self.expression(inner[:j], "[", inner[j])
-        bound, rest = self.bound(inner[j + 1:], end, "U")
-        after = "U" if bound is None else _fmt_bound(bound, inner[j:])
-        return Until(left, self.expression(rest, after, end), bound, self.text)
-
-    def bound(self, toks: list[Token], end: Token, op: str) -> tuple[float | None, list[Token]]:
-        """An optional ``<=t`` after ``F``/``U``; returns (bound, remaining tokens)."""
-        if not toks or toks[0].kind != "op" or toks[0].text not in ("<=", "<", ">", ">=", "=", "==", "["):
-            return None, toks
-        cmp = toks[0]
-        if cmp.text not in ("<=", "<"):
-            raise syntax_error(cmp.pos + 1, f"only upper time bounds are supported ('{op}<=t'); got {cmp.text!r}",
-                               self.text)
-        nxt = toks[1] if len(toks) > 1 else end
-        if nxt.kind == "op" and nxt.text == "-" and len(toks) > 2 and toks[2].kind == "num":
-            raise syntax_error(nxt.pos + 1, f"time bound must be >= 0; got '-{toks[2].text}'", self.text)
-        if nxt.kind != "num":
-            raise syntax_error(nxt.pos + 1, f"expected a number >= 0 (the time bound) after {cmp.text!r}; "
-                               f"got {describe_token(nxt)}", self.text)
-        value = float(nxt.text)
-        if not math.isfinite(value):
-            raise syntax_error(nxt.pos + 1, f"time bound must be finite; got {nxt.text!r}", self.text)
-        return value, toks[2:]
-
-    def expression(self, toks: list[Token], after: str, end: Token) -> Expression:
-        if not toks:
-            raise syntax_error(end.pos + 1, f"expected an expression after {after!r}; got {end.text!r}", self.text)
-        s, e = toks[0].pos, toks[-1].end
-        return parse_fragment(self.text[s:e], offset=s, after=after, end_text=end.text, end_column=end.pos + 1,
-                              full_text=self.text)
+_QUERY_TYPES = (SteadyProbability, SteadyExpectation, Until, ExpectedTime, Globally, Next, RewardQuery, Filter,
+                Threshold, Formula, NativeQuery)
 
 
-def _fmt_bound(bound: float, toks: list[Token]) -> str:
-    """The text of the number token of a bound (for 'after ...' in messages)."""
-    return toks[2].text if len(toks) > 2 else f"{bound:g}"
+def parse_query(text: str) -> "NativeQuery | Query":
+    """Parse a native query (a query already parsed or compiled is returned as it is).
 
-
-def parse_query(text: str) -> Query:
-    """Parse a CSL-style query.
+    The text is read by the PRISM front end in its native dialect
+    (:mod:`exactq.prism.native`); the names it reads are resolved when it is checked on
+    a chain (:meth:`NativeQuery.bind`), so a syntax error is found here, before any
+    chain is built, and an unknown name when the first chain is.
 
     Parameters
     ----------
     text : str
-        E.g. ``"S=? [ q1 > 5 ]"``, ``"P=? [ F<=10 q1 = 3 ]"``, ``"T=? [ F full ]"``.
+        E.g. ``"S=? [ q1 > 5 ]"``, ``"P=? [ F<=10 q1 = 3 ]"``, ``"T=? [ F full ]"``,
+        ``"P>=0.9 [ F[1,2] q = 0 ]"``, ``"filter(max, P=? [ F q = 3 ], q < 2)"``.
 
     Returns
     -------
-    SteadyProbability, SteadyExpectation, Until or ExpectedTime
-        A frozen dataclass; ``str(query)`` is the text.
+    NativeQuery
 
     Raises
     ------
     QuerySyntaxError
         With the 1-based column and what was expected, e.g.
-        ``query syntax error at column 1: expected one of S=?, E=?, P=?, T=?; got 'X'``.
+        ``query syntax error at column 1: expected one of S=?, E=?, P=?, T=?, R=?, LRA=?, a threshold or
+        filter(...); got 'X'``.
 
     Examples
     --------
     >>> q = parse_query("P=? [ q1 < 3 U<=2.5 q1 = 3 ]")
-    >>> q.time_bound, q.left.text, q.right.text
-    (2.5, 'q1 < 3', 'q1 = 3')
-    >>> parse_query("P=? [ F q = 0 ]") == parse_query("P=?[true U q=0]")
+    >>> q.kind, str(q)
+    ('until', 'P=? [ q1 < 3 U<=2.5 q1 = 3 ]')
+    >>> parse_query("P=? [ F q = 0 ]") == parse_query("P=?[F q=0]")
     True
+    >>> from exactq.ctmc import CTMC
+    >>> chain = CTMC.from_generator([[-1.0, 1.0], [2.0, -2.0]], ["q1"])
+    >>> b = q.bind(chain)
+    >>> type(b).__name__, b.time_bound, b.left.text
+    ('Until', 2.5, 'q1 < 3')
     """
-    if isinstance(text, (SteadyProbability, SteadyExpectation, Until, ExpectedTime, Globally, Next, RewardQuery,
-                         Filter, Threshold, Formula)):
+    if isinstance(text, _QUERY_TYPES):
         return text
     if not isinstance(text, str):
         raise ModelError(f"query must be a string; got {type(text).__name__}")
-    return _QueryParser(text).parse()
+    from .prism.native import parse_native
+
+    node, source = parse_native(text, what="query")
+    return NativeQuery(text, node, source)

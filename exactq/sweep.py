@@ -65,6 +65,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .backends import _one_line, run_batch, run_point  # a point and a batch of points, as every backend solves them
 from .budget import as_size, require_memory
 from .errors import ExactqError, FileError, ModelError, NotApplicableError, file_error
 from .options import CONTROLS, check_tol, check_workers
@@ -275,7 +276,7 @@ class Study:
     def __init__(self, model: str, fixed: dict | None, over: dict | Sequence, *, measure: str | None = None,
                  method: str = "auto", tol: float = 1e-9, options: dict | None = None,
                  solve_options: dict | None = None):
-        from .api import STATIONARY_SOLVERS
+        from .api import stationary_solvers
         from .catalogue import get_model
 
         if not isinstance(model, str):
@@ -319,10 +320,14 @@ class Study:
             if m not in self.cls.measures:
                 raise ModelError(f"unknown measure {m!r} for model {model}; valid: {', '.join(self.cls.measures)}")
         self.measure = measures[0]
-        valid_methods = ["auto", *self.cls.methods] + (list(STATIONARY_SOLVERS) if "ctmc" in self.cls.methods else [])
+        own = ["auto", *self.cls.methods]
         for m in dict(self.axes).get("method", [method]):
+            if m in own:
+                continue
+            valid_methods = own + (stationary_solvers() if "ctmc" in self.cls.methods else [])  # the registry's
             if m not in valid_methods:
-                raise NotApplicableError(f"method {m!r} does not apply to model {model}; valid: {', '.join(valid_methods)}")
+                raise NotApplicableError(f"method {m!r} does not apply to model {model}; valid: "
+                                         f"{', '.join(valid_methods)}")
         self.method = method
         self.tol = check_tol(tol)
         self.options = dict(options or {})
@@ -387,114 +392,6 @@ class Study:
                 if key not in valid:
                     raise NotApplicableError(f"option {key!r} does not apply to method {name!r}; "
                                      f"valid: {', '.join(valid) or '(none)'}")
-
-
-# ----------------------------------------------------------------------- points
-def _one_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text and text.strip() else ""
-
-
-def run_point(task: dict) -> dict:
-    """Solve one point of a sweep and return its row; a failure is a row with ``status="error"``.
-
-    ``task`` holds only plain data (the model's name and parameters, measure, method,
-    tol, method options and the other :func:`exactq.solve` keywords), so that it can be
-    shipped to another process or machine.
-
-    Examples
-    --------
-    M/M/1 at load 1/2 holds one job on average:
-
-    >>> row = run_point({"model": "mm1", "params": {"arrival_rate": 0.5, "service_rate": 1.0},
-    ...                  "measure": "mean_number", "method": "closed-form", "tol": 1e-9})
-    >>> row["status"], abs(row["value"] - 1.0) < 1e-12
-    ('ok', True)
-    >>> bad = run_point({"model": "mm1", "params": {"arrival_rate": 2.0, "service_rate": 1.0},
-    ...                  "measure": "mean_number", "method": "auto", "tol": 1e-9})
-    >>> bad["status"], bad["value"] is None
-    ('error', True)
-    """
-    from .api import solve
-
-    warm_key = _warm_key(task) if task.get("warm") else None
-    row: dict = dict(task["params"])
-    row.update(measure=task["measure"], method=task["method"], tol=task["tol"], value=None, lower=None, upper=None,
-               error_estimate=None, n_states=None, truncation=None, seconds=None, method_used=None)
-    t0 = time.perf_counter()
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            res = solve(task["model"], task["measure"], method=task["method"], tol=task["tol"],
-                        options=task.get("options") or None, warm_start=_WARM.get(warm_key),
-                        **(task.get("solve") or {}), **task["params"])
-    except ExactqError as exc:
-        row.update(seconds=time.perf_counter() - t0, status="error", message=_one_line(str(exc)) or type(exc).__name__)
-        return row
-    except Exception as exc:  # noqa: BLE001 -- a failed point is a row, whatever failed
-        row.update(seconds=time.perf_counter() - t0, status="error",
-                   message=f"internal error: {type(exc).__name__}: {_one_line(str(exc))}")
-        return row
-    trunc = res.info.get("truncation") if isinstance(res.info, dict) else None
-    if warm_key is not None and isinstance(trunc, dict):
-        levels = [h.get("level") for h in trunc.get("history") or []]
-        if len(levels) >= 2 and isinstance(levels[-2], int):
-            _WARM[warm_key] = levels[-2]  # the level whose change to the last one met tol
-    row.update(value=_plain(res.value), lower=_plain(res.lower), upper=_plain(res.upper),
-               error_estimate=_plain(res.error_estimate), n_states=res.n_states,
-               truncation=trunc.get("level") if isinstance(trunc, dict) else None,
-               seconds=res.seconds or time.perf_counter() - t0, method_used=res.method, status="ok",
-               message="; ".join(f"warning: {_one_line(str(w.message))}" for w in caught) or None)
-    return row
-
-
-#: per process: the warm-start level of each study (:func:`_warm_key`), from its last point
-_WARM: dict = {}
-
-
-def _warm_key(task: dict) -> tuple:
-    """The points whose truncations may warm-start each other: same model, measure, method and settings."""
-    return (task["model"], task["measure"], task["method"], task["tol"],
-            repr(sorted((task.get("options") or {}).items())), repr(sorted((task.get("solve") or {}).items())))
-
-
-def run_batch(tasks: list[dict]) -> tuple[list[dict], float]:
-    """Solve a batch of points on one BLAS thread; return the rows and the wall time.
-
-    This is what every backend runs (a worker process, a Dask worker, or this process),
-    so that every backend computes every point the same way.
-    """
-    t0 = time.perf_counter()
-    if PINNED:
-        rows = [run_point(t) for t in tasks]
-    else:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(1):
-            rows = [run_point(t) for t in tasks]
-    return rows, time.perf_counter() - t0
-
-
-#: True in a process whose BLAS pools are already limited to one thread (a sweep worker)
-PINNED = False
-
-
-def mark_pinned() -> None:
-    """Record that this process's BLAS pools are limited to one thread (a worker's initializer)."""
-    global PINNED
-    PINNED = True
-
-
-def _plain(x: Any) -> Any:
-    """numpy scalars and arrays as Python numbers and lists (non-finite floats kept)."""
-    import numpy as np
-
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    return x
 
 
 # ------------------------------------------------------------------------ table
@@ -895,7 +792,8 @@ def sweep(
         of dicts (``False``).
     warm_start : bool
         Start each adaptive truncation at the last but one level of the previous point
-        solved in the same process (:func:`run_point`). The stopping rule is unchanged,
+        solved before it by the same backend task (:func:`exactq.backends.run_batch`; the serial backend
+        carries it over every point). The stopping rule is unchanged,
         so every value meets ``tol``, but it then depends (within ``tol``) on the order
         in which the points were solved: off by default, so that every backend gives
         bit-identical rows. Measured on 100 points of ``jsq service_rates=1,2

@@ -22,6 +22,8 @@ The model describes itself through
 * ``qbd()``: with ``threshold_system=jockeying`` or ``blocking`` the model *is* that
   threshold system (two identical servers, threshold ``T``), a level-independent QBD
   solved exactly by ``--method qbd`` (the systems the bounds method brackets JSQ by).
+  Deprecated: the threshold systems are the model ``jsq-threshold``
+  (:mod:`exactq.models.jsq_threshold`); ``threshold_system`` still works and warns.
 
 References
 ----------
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +58,7 @@ from exactq.truncation import Truncation
 from . import jsq_asymptotic as asym
 
 __all__ = ["JSQ", "jsq_routing", "load", "threshold_qbd", "threshold_measure", "blocking_drift",
-           "min_stable_threshold", "SYSTEMS", "BOUNDED_MEASURES"]
+           "min_stable_threshold", "check_threshold_stability", "SYSTEMS", "BOUNDED_MEASURES"]
 
 
 def jsq_routing(states: np.ndarray, rates: np.ndarray, ties: str, capacity: float) -> np.ndarray:
@@ -266,6 +269,23 @@ def _numerical_error(sol, value: float, coeff: float) -> float:
     return float(10.0 * kappa * kappa * (sol.n_phases * _EPS + sol.residual) * (abs(value) + max(coeff, 1.0)))
 
 
+def check_threshold_stability(arrival_rate: float, service_rate: float, threshold: int, system: str) -> None:
+    """Refuse a threshold system that is not stable (:class:`~exactq.errors.UnstableError`, one line).
+
+    Threshold jockeying is stable iff ``lambda < 2 mu`` (it is work conserving);
+    threshold blocking needs a negative level drift as well (:func:`blocking_drift`),
+    which fixes a smallest threshold (:func:`min_stable_threshold`).
+    """
+    lam, mu, T = float(arrival_rate), float(service_rate), int(threshold)
+    if lam >= 2 * mu:
+        raise UnstableError(f"arrival_rate must be < total service rate {2 * mu:g} for stability; got {lam:g}")
+    if system == "blocking" and blocking_drift(lam, mu, T) >= -1e-12 * lam:
+        raise UnstableError(
+            f"threshold blocking with threshold={T} is unstable at arrival_rate {lam:.12g} (service rate "
+            f"{mu:g} per server; level drift {blocking_drift(lam, mu, T):.6g} >= 0): use threshold >= "
+            f"{min_stable_threshold(lam, mu)}")
+
+
 def threshold_measure(sol, system: str, threshold: int, measure: str, arrival_rate: float) -> tuple:
     """``(value, numerical error estimate)`` of ``measure`` in a solved threshold system.
 
@@ -396,12 +416,11 @@ class JSQ(Model):
                              f"{','.join(f'{r:g}' for r in rates)}")
         if not self.is_infinite:
             raise ModelError(f"threshold_system={system} needs an infinite capacity; got capacity={self.capacity:g}")
-        lam, mu = self.arrival_rate, float(rates[0])
-        if system == "blocking" and lam < 2 * mu and blocking_drift(lam, mu, T) >= -1e-12 * lam:
-            raise UnstableError(
-                f"threshold blocking with threshold={T} is unstable at arrival_rate {lam:.12g} (service rate "
-                f"{mu:g} per server; level drift {blocking_drift(lam, mu, T):.6g} >= 0): use threshold >= "
-                f"{min_stable_threshold(lam, mu)}")
+        check_threshold_stability(self.arrival_rate, float(rates[0]), int(T), system)
+        warnings.warn(f"jsq threshold_system={system} is deprecated: the threshold systems are the model "
+                      f"jsq-threshold (exactq solve jsq-threshold system={system} threshold={T} "
+                      f"arrival_rate={self.arrival_rate:g} service_rate={rates[0]:g})", DeprecationWarning,
+                      stacklevel=4)
 
     def _plain_jsq(self, method: str) -> None:
         """Refuse ``method`` for a threshold system (only its QBD describes it)."""
@@ -412,16 +431,20 @@ class JSQ(Model):
     def qbd(self, width=None) -> QBD:
         """The threshold system as a QBD (:func:`threshold_qbd`): level = shorter queue, phase = difference.
 
+        Deprecated, as ``threshold_system`` is: the model ``jsq-threshold`` is these systems.
+
         Examples
         --------
         At ``T = 1`` threshold jockeying keeps the queues within one job: it is M/M/2,
         ``E[L] = 2 rho / (1 - rho^2)``:
 
-        >>> import exactq
-        >>> r = exactq.solve("jsq", method="qbd", arrival_rate=1.0, service_rates="1,1", threshold=1,
-        ...                  threshold_system="jockeying")
-        >>> bool(abs(r.value - 1.0 / 0.75) < 1e-12), r.method
-        (True, 'qbd')
+        >>> import exactq, warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     r = exactq.solve("jsq", method="qbd", arrival_rate=1.0, service_rates="1,1", threshold=1,
+        ...                      threshold_system="jockeying")
+        >>> bool(abs(r.value - 1.0 / 0.75) < 1e-12), r.method, "jsq-threshold" in str(caught[0].message)
+        (True, 'qbd', True)
         """
         if self.threshold_system == "none":
             raise NotApplicableError("method qbd solves the threshold systems: pass threshold_system=jockeying or "

@@ -7,9 +7,9 @@ means solving each system with the solver registered for that system's type, wit
 same options (a QBD's ``algorithm``, ``strict``); nothing here depends on what the
 systems are.
 
-The ``bounds`` method is the ``bracket`` driver of :mod:`exactq.methods` over the
-model's ``threshold_bracket(measure, threshold)``: with the model's ``threshold``
-fixed, one bracket; otherwise the threshold starts where the model says
+The ``bounds`` method (declared in :mod:`exactq.method_table`) is the ``bracket``
+driver of :mod:`exactq.methods` over the model's ``threshold_bracket(measure,
+threshold)``: with the model's ``threshold`` fixed, one bracket; otherwise the threshold starts where the model says
 (``threshold=None``) and grows by a quarter (at least 1) until the bounds, intersected
 over every threshold tried, are within ``tol`` relative, or their width stops
 shrinking (the rounding margin), or the threshold reaches ``max_parameter``.
@@ -29,16 +29,17 @@ from __future__ import annotations
 
 import time
 
-from exactq.catalogue import register_method, register_solver, solve_representation
+from exactq.catalogue import register_solver, solve_representation
+from exactq.method_table import BOUNDS_MAX_THRESHOLD
 from exactq.representations.bracket import Bracket, BracketSolution
 
 __all__ = ["solve_bracket", "MAX_PARAMETER"]
 
-#: the largest comparison parameter the bounds method grows to (T + 1 dense phases per QBD)
-MAX_PARAMETER = 400
+#: the largest comparison parameter the bounds method grows to (declared with the method, exactq.method_table)
+MAX_PARAMETER = BOUNDS_MAX_THRESHOLD
 
 
-@register_solver(Bracket, name="comparison-systems",
+@register_solver(Bracket, name="comparison-systems", priority=100,
                  doc="solve each comparison system with the solver registered for its type",
                  options=("algorithm", "tol", "maxiter", "strict"))
 def solve_bracket(bracket: Bracket, **options) -> BracketSolution:
@@ -74,17 +75,3 @@ def solve_bracket(bracket: Bracket, **options) -> BracketSolution:
     t0 = time.perf_counter()
     solutions = {name: solve_representation(rep, **options) for name, rep in bracket.systems.items()}
     return BracketSolution(solutions, bracket.parameter, seconds=time.perf_counter() - t0)
-
-
-register_method(
-    "bounds",
-    requires="threshold_bracket",
-    driver="bracket",
-    parameter="threshold",
-    max_parameter=MAX_PARAMETER,
-    verify=(("algorithm", "cyclic_reduction"),),
-    label="bounds",
-    options=("tol", "strict", "verify"),
-    doc="lower/upper bounds from comparison systems (threshold jockeying and threshold blocking QBDs; "
-        "Adan, van Houtum & van der Wal 1994), the threshold grown until the width is below tol",
-)

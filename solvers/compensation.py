@@ -58,7 +58,7 @@ from functools import cached_property
 
 import numpy as np
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ModelError
 from exactq.representations.walk import QuarterPlaneWalk, SymmetricWalkSolution
 
@@ -346,7 +346,7 @@ def _symmetric_structure(walk: QuarterPlaneWalk) -> str | None:
     return walk.join_shorter_refusal(jumps="unit", symmetric=True)
 
 
-@register_solver(QuarterPlaneWalk, name="compensation-symmetric", applies=_symmetric_structure,
+@register_solver(QuarterPlaneWalk, name="compensation-symmetric", priority=30, applies=_symmetric_structure,
                  doc="symmetric join-the-shorter walk: alternating product-form series (Adan, Wessels & Zijm 1990)",
                  options=("tol",))
 def solve_symmetric_walk(walk: QuarterPlaneWalk, *, tol: float = 1e-9) -> SymmetricSeries:
@@ -381,13 +381,3 @@ def solve_symmetric_walk(walk: QuarterPlaneWalk, *, tol: float = 1e-9) -> Symmet
     s = walk.join_shorter_rates()
     rho = s.arrival_rate / s.service_rates[0] / 2
     return symmetric_series(rho, tol=series_tol(tol), requested_tol=tol)
-
-
-register_method(
-    "compensation",
-    requires="quarter_plane",
-    driver="single",
-    solver_controls=("tol",),
-    label="compensation",
-    doc="compensation approach: the equilibrium law as a series of product forms",
-)

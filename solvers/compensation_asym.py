@@ -655,7 +655,7 @@ def _unit_jump_structure(walk: QuarterPlaneWalk) -> str | None:
     return walk.join_shorter_refusal(jumps="unit", symmetric=False)
 
 
-@register_solver(QuarterPlaneWalk, name="compensation-asymmetric", applies=_unit_jump_structure,
+@register_solver(QuarterPlaneWalk, name="compensation-asymmetric", priority=20, applies=_unit_jump_structure,
                  doc="join-the-shorter walk with unit jumps, any rates and tie rule: a binary tree of product "
                      "forms (Adan, Wessels & Zijm 1991)", options=("tol",))
 def solve_asymmetric_walk(walk: QuarterPlaneWalk, *, tol: float = 1e-9) -> AsymmetricSeries:

@@ -709,7 +709,7 @@ def _erlang_structure(walk: QuarterPlaneWalk) -> str | None:
     return walk.join_shorter_refusal(jumps="multiple", symmetric=True)
 
 
-@register_solver(QuarterPlaneWalk, name="compensation-erlang", applies=_erlang_structure,
+@register_solver(QuarterPlaneWalk, name="compensation-erlang", priority=10, applies=_erlang_structure,
                  doc="symmetric join-the-shorter walk with jumps r >= 2 (Erlang phases): r(r+1)/2 start "
                      "solutions, r-fold branching (Adan & Wessels 1996)", options=("tol",))
 def solve_erlang_walk(walk: QuarterPlaneWalk, *, tol: float = 1e-9) -> ErlangSeries:

@@ -61,8 +61,8 @@ from scipy.sparse.csgraph import breadth_first_order
 from exactq.ctmc import DTMC, StationaryDistribution
 from exactq.errors import AccuracyWarning, ModelError, ReducibleError
 from exactq.query import (
-    ExpectedTime, Filter, Formula, Globally, Next, Query, RewardQuery, RewardStructure, SteadyExpectation,
-    SteadyProbability, Threshold, Until, parse_query,
+    ExpectedTime, Filter, Formula, Globally, NativeQuery, Next, Query, RewardQuery, RewardStructure,
+    SteadyExpectation, SteadyProbability, Threshold, Until, parse_query,
 )
 from exactq.result import Result
 
@@ -119,16 +119,12 @@ def _small(info: dict) -> dict:
 
 
 def _state_values(expr, chain, ns: dict, n: int, ev=None) -> np.ndarray:
-    """Evaluate a state formula: on the chain itself when it knows how (PRISM expressions), else on the namespace.
+    """Evaluate a compiled state formula on the chain's states.
 
-    A PRISM formula with nested operators gets the evaluator ``ev`` as its checker: the
+    A formula with nested operators gets the evaluator ``ev`` as its checker: the
     nested queries' per-state values are computed first (bottom-up).
     """
-    on_chain = getattr(expr, "on_chain", None)
-    if callable(on_chain):
-        v = on_chain(chain, ev) if getattr(expr, "deps", None) else on_chain(chain)
-    else:
-        v = expr(ns, n)
+    v = expr.on_chain(chain, ev) if getattr(expr, "deps", None) else expr.on_chain(chain)
     return np.broadcast_to(np.asarray(v), (n,))
 
 
@@ -155,10 +151,11 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     chain : CTMC or DTMC
         The chain (its ``namespace()`` gives the variables, rewards, labels and
         constants of native expressions; ``initial`` the start of path queries).
-    query : str or Query
-        The query text (the native language of :func:`~exactq.query.parse_query`) or
-        a parsed query, e.g. one of PRISM's properties compiled by
-        :func:`exactq.prism.compile_property`.
+    query : str, NativeQuery or Query
+        A native query (its text, or :func:`~exactq.query.parse_query`'s result),
+        compiled against this chain's variables, constants, rewards and labels; or a
+        compiled query, e.g. one of PRISM's properties
+        (:func:`exactq.prism.properties.compile_properties`).
     eps : float
         Truncation bound of the Fox–Glynn weights for time-bounded queries.
     solver : str
@@ -209,10 +206,12 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     """
     t0 = time.perf_counter()
     q = parse_query(query)
+    if isinstance(q, NativeQuery):  # a native query: compiled against this chain's symbols
+        q = q.bind(chain)
     text = str(q)
     discrete = isinstance(chain, DTMC)
     n = int(chain.n_states)
-    ns = chain.namespace()
+    ns: dict = {}  # (the names are compiled into the query's state formulas)
     inner = q.query if isinstance(q, Filter) else q
     info: dict = {"query": text, "kind": inner.kind}
     if discrete:

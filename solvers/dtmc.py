@@ -28,7 +28,6 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from exactq.catalogue import register_method
 from exactq.errors import ModelError
 
 from .transient import DETECT_EVERY, LIMIT_RULE, STEADY_STATE_MIN_STEPS, as_mask, long_run_values
@@ -407,16 +406,3 @@ def step_keep_sets(adjacency, no, yes, steps, keep) -> tuple[np.ndarray, np.ndar
             break
         pos, one = new_pos, new_one
     return ~pos, one
-
-
-register_method(
-    "dtmc",
-    requires="dtmc",
-    driver="adaptive",
-    doc="stationary solve of the model's (truncated) DTMC, as P - I, with the stationary solvers; truncation grown "
-        "until the measure converges",
-    options=("solver", "tol", "truncation", "verify", "strict"),
-    start="truncation_start",
-    size="dtmc_size",
-    verify=(("solver", "mpmath"),),
-)

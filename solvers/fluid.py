@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ModelError
 from exactq.representations.routing import LinearProgram, LinearProgramSolution, RootProblem, RootSolution
 
@@ -45,7 +45,7 @@ def _knapsack(lp: LinearProgram) -> str | None:
     return "the greedy fill needs one equality row with positive coefficients and costs, lower = 0, finite upper"
 
 
-@register_solver(LinearProgram, name="greedy-fill", applies=_knapsack,
+@register_solver(LinearProgram, name="greedy-fill", priority=20, applies=_knapsack,
                  doc="fractional knapsack in closed form: fill in decreasing order of coefficient per unit cost")
 def greedy_fill(lp: LinearProgram) -> LinearProgramSolution:
     """Solve ``min c @ x  s.t.  a @ x = b, 0 <= x <= u`` (a, c > 0) by filling greedily.
@@ -90,7 +90,7 @@ def greedy_fill(lp: LinearProgram) -> LinearProgramSolution:
                                  error=8 * _EPS * x.size * float(u.max()), closed_form=True)
 
 
-@register_solver(LinearProgram, name="linprog", doc="scipy.optimize.linprog (HiGHS), any linear program")
+@register_solver(LinearProgram, name="linprog", priority=10, doc="scipy.optimize.linprog (HiGHS), any linear program")
 def solve_linprog(lp: LinearProgram) -> LinearProgramSolution:
     """Solve a linear program with ``scipy.optimize.linprog`` (HiGHS).
 
@@ -130,7 +130,8 @@ def _start(problem: RootProblem) -> str | None:
     return None if not problem.is_scalar else "needs a starting point (a system of equations)"
 
 
-@register_solver(RootProblem, name="brentq", applies=_bracket, doc="Brent's method on a sign-changing bracket")
+@register_solver(RootProblem, name="brentq", priority=20, applies=_bracket,
+                 doc="Brent's method on a sign-changing bracket")
 def solve_bracketed(problem: RootProblem) -> RootSolution:
     """The root of a scalar equation in its bracket by Brent's method (``scipy.optimize.brentq``).
 
@@ -164,7 +165,8 @@ def solve_bracketed(problem: RootProblem) -> RootSolution:
                         error=2 * (problem.xtol + problem.rtol * abs(x)))
 
 
-@register_solver(RootProblem, name="hybr", applies=_start, doc="Powell's hybrid method (scipy.optimize.root) from a start")
+@register_solver(RootProblem, name="hybr", priority=10, applies=_start,
+                 doc="Powell's hybrid method (scipy.optimize.root) from a start")
 def solve_system(problem: RootProblem) -> RootSolution:
     """A root of a system of equations from ``problem.start`` (``scipy.optimize.root``, ``hybr``).
 
@@ -184,12 +186,3 @@ def solve_system(problem: RootProblem) -> RootSolution:
     x = np.asarray(sol.x, dtype=float)
     return RootSolution(x=x, residual=float(np.max(np.abs(problem.function(x)))), method="hybr",
                         converged=bool(sol.success), iterations=int(sol.nfev))
-
-
-register_method(
-    "fluid",
-    requires="fluid",
-    driver="model",
-    doc="fluid (mean-field) limit N -> infinity: fixed point of the dispatch dynamics (LP or root)",
-    options=("verify", "strict"),
-)

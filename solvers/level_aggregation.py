@@ -1,4 +1,4 @@
-"""Stationary distributions of large level-structured CTMCs, and the ``exact`` method.
+"""Stationary distributions of large level-structured CTMCs (the solver of the ``exact`` method).
 
 Solver
 ------
@@ -30,8 +30,8 @@ for SuperLU, whose fill explodes on these 12-dimensional lattices.
 
 Method ``exact``
 ----------------
-Registered here with the one truncation driver (:func:`exactq.truncation.grow`,
-``adaptive`` with ``previous=True``): the model builds each truncated chain from the
+Declared in :mod:`exactq.method_table` with the one truncation driver
+(:func:`exactq.truncation.grow`, ``adaptive`` with ``previous=True``): the model builds each truncated chain from the
 previous one and its solution (``level_chain(level, previous)``, a
 :class:`~exactq.ctmc.CTMC` that declares its ``levels``, ``start`` and ``boundary``),
 :func:`~exactq.solvers.stationary.solve_stationary` picks this solver by the declared
@@ -58,15 +58,14 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from exactq.catalogue import register_method
 from exactq.ctmc import StationaryDistribution
 from exactq.errors import ModelError
 
-from .stationary import MAX_REFERENCES, NoValidVector, _warn_or_raise
+from .linear import MAX_REFERENCES, NoValidVector
+from .linear import warn_or_raise as _warn_or_raise
 
 __all__ = ["stationary_levels"]
 
-MAX_STATES = 12_000_000
 #: mean states per level from which the smoother loops over levels (else triangular solves)
 LEVEL_LOOP_MIN = 1000
 
@@ -307,18 +306,3 @@ def _iterate(sysm: _LevelSystem, x0: np.ndarray, reference: int, rtol: float, ma
             if res <= rtol or nit >= maxiter:
                 return pi, x, nit, restarts, res
             x = np.maximum(x, 0.0)
-
-
-# ============================================================================ exact
-register_method(
-    "exact",
-    requires="level_chain",
-    driver="adaptive",
-    doc="exact finite system: lumped CTMC on a fitted truncation, grown until converged, solved by "
-        "level aggregation (n = inf: the mean-field limit)",
-    options=("tol", "truncation", "strict", "cost_bound"),
-    previous=True,
-    set_options=("cost_bound",),
-    max_states=MAX_STATES,
-    label="exact/{solver}",
-)

@@ -212,7 +212,7 @@ def _dense_rows(size_rows, size_cols, row, col, val, level):
     return flat, offsets
 
 
-def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndarray, dict]:
+def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan, *, level_zero=None) -> tuple[np.ndarray, dict]:
     """Stationary vector of the irreducible generator ``Q`` by linear level reduction.
 
     Parameters
@@ -221,6 +221,10 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
         An irreducible generator (off-diagonal rates >= 0, rows summing to 0).
     plan : LevelPlan
         From :func:`plan_level_reduction` for this ``Q`` (it carries ``Q``'s entries).
+    level_zero : callable, optional
+        ``S0 -> pi0``: the stationary vector of the generator censored on level 0 (the
+        stationary solvers pass theirs, with its checks and recoveries); default the
+        dense GTH elimination (:func:`exactq.solvers.linear.gth`).
 
     Returns
     -------
@@ -299,7 +303,7 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
             G = G + W
             G[np.arange(rb), fb + np.arange(rb)] = 0.0  # a self-return is not a rate
         if b == 0:
-            pi0 = _level_zero(plan, G, ri, ci, vv, lr, is_same, f)
+            pi0 = _level_zero(plan, G, ri, ci, vv, lr, is_same, f, level_zero)
             break
         s, e = fstart[b], fstart[b + 1]
         X, h = XH[s:e, :rb], XH[s:e, rmax]
@@ -346,10 +350,8 @@ def stationary_level_reduction(Q: sp.spmatrix, plan: LevelPlan) -> tuple[np.ndar
                 "upward_states": int(r.sum()), "banded_levels": int(np.sum(~wide & (f > 0)))}
 
 
-def _level_zero(plan, G, ri, ci, vv, lr, is_same, f):
-    """Stationary vector of ``S_0``, the (conservative) generator censored on level 0."""
-    from .stationary import stationary
-
+def _level_zero(plan, G, ri, ci, vv, lr, is_same, f, solve=None):
+    """Stationary vector of ``S_0``, the (conservative) generator censored on level 0 (by ``solve``, default GTH)."""
     m0, f0 = int(plan.bounds[1]), int(f[0])
     if m0 == 1:
         return np.ones(1)
@@ -360,4 +362,8 @@ def _level_zero(plan, G, ri, ci, vv, lr, is_same, f):
     v = np.concatenate([vv[sel], G[pr, pc]])
     S0 = sp.csr_matrix((np.concatenate([v, -np.bincount(i, v, minlength=m0)]),
                         (np.concatenate([i, np.arange(m0)]), np.concatenate([j, np.arange(m0)]))), shape=(m0, m0))
-    return stationary(S0, method="gth" if m0 <= 200 else "direct").pi
+    if solve is None:
+        from .linear import gth
+
+        return gth(S0.toarray())
+    return solve(S0)

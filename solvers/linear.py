@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,9 +66,55 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from exactq.budget import format_bytes, memory_budget, require_memory
+from exactq.errors import ConvergenceError, ConvergenceWarning
 
 __all__ = ["LUPrediction", "predict_lu", "choose", "GaussSeidel", "solve_iterative", "error_bound",
-           "LINEAR_SOLVERS", "solve_mmatrix"]
+           "LINEAR_SOLVERS", "solve_mmatrix", "gth", "NoValidVector", "warn_or_raise", "MAX_REFERENCES"]
+
+#: reference changes tried per method before falling back to another method (the stationary solvers)
+MAX_REFERENCES = 4
+
+
+class NoValidVector(ConvergenceError):
+    """No attempt of a stationary solver gave a usable vector (finite, non-negative, non-zero)."""
+
+
+def warn_or_raise(msg: str, strict: bool) -> None:
+    """A :class:`ConvergenceWarning`, or with ``strict`` a :class:`ConvergenceError`."""
+    if strict:
+        raise ConvergenceError(msg)
+    warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+
+
+def gth(A: np.ndarray) -> np.ndarray:
+    """Grassmann-Taksar-Heyman state reduction on a dense generator (Stewart 1994, sec. 2.7).
+
+    Subtraction-free, hence accurate to a few ulps in every entry. The loop runs over the
+    ``n`` elimination steps; each step is one vectorised rank-one update.
+
+    Examples
+    --------
+    >>> gth(np.array([[-1.0, 1.0], [2.0, -2.0]])).tolist()
+    [0.6666666666666666, 0.3333333333333333]
+    """
+    P = np.array(A, dtype=float)
+    n = P.shape[0]
+    np.fill_diagonal(P, 0.0)
+    for k in range(n - 1, 0, -1):
+        s = P[k, :k].sum()
+        P[:k, :k] += np.outer(P[:k, k], P[k, :k]) / s
+        P[:k, k] /= s
+        P[k, :k] = 0.0  # not needed afterwards
+    # back substitution: sums of non-negative terms, rescaled whenever an entry grows past
+    # 1e250 so that a chain whose mass sits far from state 0 cannot overflow (the entries
+    # pushed towards underflow are then below 1e-250 of the largest)
+    pi = np.zeros(n)
+    pi[0] = 1.0
+    for k in range(1, n):
+        pi[k] = pi[:k] @ P[:k, k]
+        if pi[k] > 1e250:
+            pi[:k + 1] /= pi[k]
+    return pi / pi.sum()
 
 #: names accepted by :func:`solve_mmatrix` (and ``--option solver=...`` of the reachability queries)
 LINEAR_SOLVERS = ("auto", "direct", "bicgstab")

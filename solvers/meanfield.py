@@ -47,7 +47,7 @@ import warnings
 import numpy as np
 import scipy.linalg as sla
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.errors import AccuracyWarning, ConvergenceError, ModelError, UnstableError
 from exactq.representations.population import (
     COMPLEX_STEP,
@@ -284,27 +284,9 @@ def solve_refined(pop: Population, *, strict: bool = False, max_dim: int = _REFI
                              seconds=time.perf_counter() - t0)
 
 
-register_solver(Population, name="fixed-point", doc="mean-field fixed point by banded Newton, with the "
-                "spectrum of its drift Jacobian", options=("tol", "maxiter", "eig_block", "strict"))(occupancy_fixed_point)
-register_solver(Population, name="refined", doc="refined mean field: the fixed point and its 1/N term "
+register_solver(Population, name="fixed-point", priority=20, doc="mean-field fixed point by banded Newton, with "
+                "the spectrum of its drift Jacobian",
+                options=("tol", "maxiter", "eig_block", "strict"))(occupancy_fixed_point)
+register_solver(Population, name="refined", priority=10, doc="refined mean field: the fixed point and its 1/N term "
                 "(Lyapunov covariance, Gast & Van Houdt 2017)", options=("strict", "max_dim"))(solve_refined)
 
-register_method(
-    "meanfield",
-    requires="population",
-    driver="single",
-    solver="fixed-point",
-    label="meanfield/newton",
-    doc="mean-field limit (n -> infinity): fixed point of the occupancy ODE by banded Newton, "
-        "with its Jacobian spectrum",
-    options=("tol", "strict"),
-)
-register_method(
-    "refined",
-    requires="population",
-    driver="single",
-    solver="refined",
-    label="refined/lyapunov",
-    doc="refined mean field (Gast & Van Houdt 2017): the fixed point plus its 1/n correction",
-    options=("tol", "strict"),
-)

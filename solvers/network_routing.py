@@ -149,7 +149,7 @@ def _build_program(problem):
     return program, flows, conservation, incidence, supply, index, origins
 
 
-@register_solver(NetworkRoutingProblem, name="convex",
+@register_solver(NetworkRoutingProblem, name="convex", priority=100,
                  doc="the optimum or equilibrium program in cvxpy (Clarabel), Newton-polished, checked by the "
                      "relative gap (Dijkstra)",
                  options=("solver", "solver_tol", "tol", "strict", "polish"))

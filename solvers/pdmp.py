@@ -78,7 +78,7 @@ import time
 
 import numpy as np
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.errors import ModelError
 from exactq.representations.pdmp import (
     PDMP,
@@ -319,7 +319,7 @@ def _support(rep: PDMP) -> tuple:
 
 
 # ===================================================================== stochastic ordering
-@register_solver(CDFPair, name="cdf-comparison",
+@register_solver(CDFPair, name="cdf-comparison", priority=100,
                  doc="stochastic ordering of two laws from their CDFs on a grid (pointwise, up to tol)")
 def compare_cdfs(pair: CDFPair) -> StochasticOrdering:
     """Where ``first <=_st second`` holds: ``F_first(x) >= F_second(x) - tol`` on the grid.
@@ -357,26 +357,4 @@ def compare_cdfs(pair: CDFPair) -> StochasticOrdering:
 
 
 # ============================================================================== the methods
-register_method(
-    "analytic",
-    requires="pdmp",
-    driver="single",
-    solver="q-series",
-    solver_controls=("strict", "tol"),
-    label="analytic/q-series",
-    options=("dps",),
-    doc="the analytic stationary law of power-law window profiles (q-Pochhammer series, mpmath where the series "
-        "needs precision); no window ceiling",
-)
 
-register_method(
-    "numerical",
-    requires="pdmp",
-    driver="single",
-    solver="kolmogorov",
-    solver_controls=("strict", "tol"),
-    label="numerical/kolmogorov",
-    options=("points_per_decrease", "max_levels"),
-    doc="the Kolmogorov (level-crossing) equation discretised on a log mesh, Richardson-extrapolated to tol; "
-        "general profiles, decrease and window bounds",
-)

@@ -386,7 +386,7 @@ def _tail_top(rep: PDMP, w_ref: float, tail: float) -> float:
     return float(x[hit[0]]) if hit.size else float(x[-1])
 
 
-@register_solver(PDMP, name="kolmogorov",
+@register_solver(PDMP, name="kolmogorov", priority=10,
                  doc="the level-crossing equation a f = int lambda f on a log mesh (trapezoidal rule, Richardson "
                      "extrapolation over mesh halvings), for general a, lambda, d and window bounds",
                  options=("points_per_decrease", "max_levels", "tol", "strict"))

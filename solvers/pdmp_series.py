@@ -515,7 +515,7 @@ def _product_solution(rep: PDMP, verdict: StabilityVerdict, params: tuple, dps: 
                         quantile_fn=law, info=info, seconds=time.perf_counter() - t0)
 
 
-@register_solver(PDMP, name="q-series", applies=lambda rep: rep.series_refusal(),
+@register_solver(PDMP, name="q-series", priority=20, applies=lambda rep: rep.series_refusal(),
                  doc="analytic stationary law of power-law profiles with W -> nu W: the q-Pochhammer series "
                      "(floor allowed, no ceiling)", options=("dps", "tol", "strict"))
 def solve_series(rep: PDMP, *, dps: int = 30, tol: float = 1e-9, strict: bool = False) -> PDMPSolution:

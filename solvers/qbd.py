@@ -67,7 +67,8 @@ import warnings
 import numpy as np
 import scipy.linalg as sla
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
+from exactq.method_table import QBD_MAX_PHASES
 from exactq.errors import (
     AccuracyWarning,
     ConvergenceError,
@@ -90,8 +91,8 @@ __all__ = [
     "ALGORITHMS",
 ]
 
-#: largest number of phases accepted (every matrix here is dense)
-MAX_PHASES = 2000
+#: largest number of phases accepted (every matrix here is dense; declared with the qbd method, exactq.method_table)
+MAX_PHASES = QBD_MAX_PHASES
 #: largest number of phases of the 50-digit path (each mpmath product of two blocks costs
 #: m^3 multiplications in Python objects: about 0.2 s at m = 50)
 MP_MAX_PHASES = 64
@@ -445,7 +446,7 @@ def _phase_count(qbd: QBD) -> str | None:
     return None
 
 
-@register_solver(QBD, name="matrix-geometric", applies=_phase_count,
+@register_solver(QBD, name="matrix-geometric", priority=100, applies=_phase_count,
                  doc="G by logarithmic or cyclic reduction (or functional iteration), R, the boundary and the "
                      "matrix-geometric law; optionally recomputed at 50 digits",
                  options=("algorithm", "tol", "maxiter", "strict", "dps"))
@@ -681,31 +682,3 @@ def _boundary_mp(A0, A1, A2, B0, B1, B2, Z, G, dps: int) -> dict:
         pi0 = pi0 / (pi0 @ norm)
         out.update(R0=R0, W=W, pi0=pi0, pi0_residual=p_res)
     return out
-
-
-register_method(
-    "qbd",
-    requires="qbd",
-    driver="adaptive",
-    doc="matrix-geometric solution: exact in the unbounded level (the phase truncated adaptively, where "
-        "the model has one)",
-    options=("tol", "truncation", "strict", "algorithm", "dps"),
-    infinite="qbd_truncated",
-    start="qbd_start",
-    size="qbd_size",
-    growth=1.5,
-    max_states=MAX_PHASES,
-    unit="phases per level",
-    label="qbd",
-    solver_controls=("strict",),
-)
-
-register_method(
-    "qbd",
-    requires="qbd_study",
-    driver="model",
-    doc="matrix-geometric solution(s) of the QBDs a model describes itself by, orchestrated by the model "
-        "(one QBD per value, or one per candidate of an optimum)",
-    options=("tol", "strict", "algorithm", "dps"),
-    label="qbd",
-)

@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, UnstableError
 from exactq.representations.qbd import RenewalQueue, RenewalQueueSolution
 
@@ -54,7 +54,7 @@ __all__ = ["solve_renewal_queue"]
 _EPS = np.finfo(float).eps
 
 
-@register_solver(RenewalQueue, name="gi-m-1-root",
+@register_solver(RenewalQueue, name="gi-m-1-root", priority=100,
                  doc="GI/M/1: the root sigma = A~(mu (1 - sigma)) in (0, 1) by Brent's method",
                  options=("strict",))
 def solve_renewal_queue(queue: RenewalQueue, *, strict: bool = False) -> RenewalQueueSolution:
@@ -120,12 +120,3 @@ def solve_renewal_queue(queue: RenewalQueue, *, strict: bool = False) -> Renewal
                                 method="brentq", seconds=time.perf_counter() - t0,
                                 info={"sigma": float(sigma), "interarrival": queue.description,
                                       "root_residual": residual})
-
-
-register_method(
-    "closed-form",
-    requires="renewal_queue",
-    driver="single",
-    label="closed-form",
-    doc="GI/M/1 closed form: the root sigma = A~(mu (1 - sigma)) of a renewal input to an exponential server",
-)

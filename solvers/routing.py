@@ -56,7 +56,7 @@ import warnings
 
 import numpy as np
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.errors import AccuracyWarning, ConvergenceError, NotApplicableError, UnstableError
 from exactq.representations.routing import RoutingProblem, RoutingSolution
 
@@ -240,7 +240,7 @@ def _dispatchers_label(k):
 # -- the closed form ---------------------------------------------------------------------------
 
 
-@register_solver(RoutingProblem, name="water-filling", applies=_symmetric,
+@register_solver(RoutingProblem, name="water-filling", priority=30, applies=_symmetric,
                  doc="closed form: water-filling with activation thresholds (sort and prefix sums; a "
                      "Brent root for finite K)")
 def water_filling(problem: RoutingProblem) -> RoutingSolution:
@@ -452,7 +452,7 @@ def _solve_cvxpy(problem: RoutingProblem, solver, solver_tol):
     return f * np.asarray(y.value, dtype=float), class_nu, info
 
 
-@register_solver(RoutingProblem, name="convex", applies=_symmetric,
+@register_solver(RoutingProblem, name="convex", priority=20, applies=_symmetric,
                  doc="convex program in cvxpy (DCP; Clarabel), polished on the solver's used set and checked by "
                      "its KKT residual",
                  options=("solver", "solver_tol", "polish", "tol", "strict"))
@@ -529,7 +529,7 @@ def convex_loads(problem: RoutingProblem, *, solver: str = "CLARABEL", solver_to
 # -- atomic dispatchers with unequal traffic: best-response dynamics ---------------------------------
 
 
-@register_solver(RoutingProblem, name="best-response", applies=_finite,
+@register_solver(RoutingProblem, name="best-response", priority=10, applies=_finite,
                  doc="Nash equilibrium of K atomic dispatchers (own work rates) by Gauss-Seidel best responses",
                  options=("tol", "maxiter"))
 def best_response(problem: RoutingProblem, *, tol: float = 1e-12, maxiter: int = 10_000) -> RoutingSolution:
@@ -608,23 +608,3 @@ def best_response(problem: RoutingProblem, *, tol: float = 1e-12, maxiter: int =
 
 
 # -- the methods: the model combines the regimes a measure needs ----------------------------------
-
-register_method(
-    "closed-form",
-    requires="routing",
-    driver="model",
-    solver="water-filling",
-    label="closed-form",
-    doc="water-filling closed forms with activation thresholds (no iteration; a scalar root for K dispatchers)",
-)
-
-register_method(
-    "convex",
-    requires="routing",
-    driver="model",
-    solver="convex",
-    solver_controls=("tol", "strict"),
-    doc="convex program in cvxpy (DCP; Clarabel), polished on the solver's used set and "
-        "checked by its KKT residual; options solver, solver_tol, polish",
-    options=("solver", "solver_tol", "polish"),
-)

@@ -47,8 +47,11 @@ small residual) or is redone with another reference state or method
 
 :func:`stationary` works on a generator matrix; :func:`solve_stationary`, the solver
 registered for the :class:`~exactq.ctmc.CTMC` and :class:`~exactq.ctmc.DTMC`
-representations, takes the chain and uses its geometry (coordinates, jumps, ordering,
-level structure, start vector) to pick and configure the method.
+representations as ``stationary`` (priority 100: the automatic choice), takes the
+chain and uses its geometry (coordinates, jumps, ordering, level structure, start
+vector) to pick and configure the method. Each method is registered by its own name
+too (:data:`ALGORITHMS`, priority 10, family ``stationary``), so that ``--option
+solver=NAME`` chooses from the registry, plug-in solvers included.
 """
 
 from __future__ import annotations
@@ -62,10 +65,11 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.ctmc import CTMC, DTMC, ORDERINGS, StationaryDistribution
 from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError, NotApplicableError, ReducibleError
 
+from .linear import MAX_REFERENCES, NoValidVector, choose, gth, warn_or_raise
 from .ordering import nested_dissection
 from .structure import communicating_classes
 
@@ -186,7 +190,7 @@ def stationary(
     asked = method
     chosen: dict = {"why": "asked for"}
     if method == "level-reduction" or (method == "auto" and m > 200 and cr is not None):
-        from .level_reduction import plan_level_reduction
+        from .level_reduction import plan_level_reduction  # (imported when needed: scipy.linalg)
 
         opts = {} if method == "auto" else {"min_states_per_level": 1, "max_dense_work": np.inf}
         plan, why = (None, "it needs the states' coordinates") if cr is None else \
@@ -201,12 +205,8 @@ def stationary(
         method = "gth" if m <= 200 else "direct"
         chosen = {"why": "at most 200 states" if m <= 200 else f"the chain asks for the {ordering} ordering"}
         if m > 200 and ordering == "auto":  # the chain asked for no ordering of its own: choose by predicted cost
-            from .linear import choose
-
             method, chosen = choose(Qr, coords=cr, jumps=jumps)
     elif method in ("direct", "mpmath") and m > 200:
-        from .linear import choose
-
         choose(Qr, coords=cr, jumps=jumps, asked="direct")  # refuses, in one line, an LU over the memory budget
     if m == 1:  # a single absorbing state carries all the mass
         pi_r, nit = np.ones(1), None
@@ -237,15 +237,21 @@ def stationary(
     return StationaryDistribution(pi, method, residual, nit=nit, seconds=time.perf_counter() - t0, info=info)
 
 
+def _level_zero(S0: sp.csr_matrix) -> np.ndarray:
+    """The stationary vector of level reduction's level 0 (its censored generator), by this module's solvers."""
+    return stationary(S0, method="gth" if S0.shape[0] <= 200 else "direct").pi
+
+
 def _structure(chain) -> str | None:
     if chain.Q is None:
         return "the chain was released (it has no generator)"
     return None
 
 
-@register_solver(CTMC, name="stationary", applies=_structure,
-                 doc="stationary distribution: sparse LU, GMRES, power, GTH, 50-digit refinement, or level "
-                     "aggregation for level-structured chains",
+@register_solver(CTMC, name="stationary", priority=100, family="stationary", applies=_structure,
+                 doc="stationary distribution, the algorithm chosen by the chain's structure and the predicted "
+                     "cost of its sparse LU: level reduction, sparse LU, BiCGSTAB, GTH, or level aggregation for "
+                     "level-structured chains (each also registered by its own name)",
                  options=("solver", "strict", "rtol", "previous"))
 def solve_stationary(chain, *, solver: str = "auto", strict: bool = False, rtol: float | None = None,
                      previous=None) -> StationaryDistribution:
@@ -312,8 +318,38 @@ def solve_stationary(chain, *, solver: str = "auto", strict: bool = False, rtol:
     return replace(sol, space=chain.space)
 
 
-register_solver(DTMC, name="stationary", doc="stationary distribution of P - I (the CTMC solvers)",
+register_solver(DTMC, name="stationary", priority=100, family="stationary",
+                doc="stationary distribution of P - I (the CTMC solvers)",
                 options=("solver", "strict", "rtol"))(solve_stationary)
+
+#: each stationary algorithm, registered by its name (``--option solver=NAME``, ``method=NAME``): what it needs
+ALGORITHMS = {
+    "direct": "sparse LU of the reduced M-matrix (SuperLU, fill-reducing ordering from the states' geometry)",
+    "bicgstab": "BiCGSTAB with a Gauss-Seidel preconditioner, with an l1 error bound",
+    "gmres": "ILU-preconditioned GMRES on the reduced system",
+    "power": "power iteration on the uniformised chain",
+    "gth": f"Grassmann-Taksar-Heyman elimination, dense (at most {GTH_MAX_STATES} states)",
+    "mpmath": "sparse LU and mixed-precision iterative refinement at 50 digits",
+    "level-reduction": "linear level reduction by the largest coordinate (chains that move up from few states)",
+    "level-aggregation": "BiCGSTAB with level aggregation (chains that declare their levels)",
+}
+
+
+def _algorithm(name: str):
+    """The registered solver of one algorithm: :func:`solve_stationary` with ``solver=name``."""
+    def fn(chain, **options):
+        options.pop("solver", None)
+        return solve_stationary(chain, solver=name, **options)
+    fn.__name__ = fn.__qualname__ = f"solve_{name.replace('-', '_')}"
+    fn.__doc__ = f"The stationary law by {ALGORITHMS[name]} (:func:`solve_stationary` with ``solver={name!r}``)."
+    return fn
+
+
+for _name, _doc in ALGORITHMS.items():
+    _fn = _algorithm(_name)
+    register_solver(CTMC, name=_name, priority=10, family="stationary", applies=_structure, doc=_doc,
+                    options=("strict", "rtol", "previous"))(_fn)
+    register_solver(DTMC, name=_name, priority=10, family="stationary", doc=_doc, options=("strict", "rtol"))(_fn)
 
 
 def _warm_start(chain, previous) -> np.ndarray:
@@ -329,14 +365,7 @@ def _warm_start(chain, previous) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------
-class NoValidVector(ConvergenceError):
-    """No attempt of a stationary solver gave a usable vector (finite, non-negative, non-zero)."""
-
-
-def _warn_or_raise(msg: str, strict: bool) -> None:
-    if strict:
-        raise ConvergenceError(msg)
-    warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+_warn_or_raise = warn_or_raise
 
 
 #: methods whose answer depends on the dropped equation (the reference state)
@@ -351,8 +380,6 @@ ELIMINATION_RTOL = 1e-10
 NEGATIVE_RTOL = 1e-12
 #: a reference state with less than this share of the largest probability is changed
 IMPROBABLE = 1e-6
-#: reference changes tried per method before falling back to another method
-MAX_REFERENCES = 4
 
 
 def check_stationary(Q: sp.csr_matrix, x, *, tol: float) -> tuple[np.ndarray | None, str | None, float]:
@@ -505,7 +532,7 @@ class _Runner:
                 elif method == "level-reduction":
                     from .level_reduction import stationary_level_reduction
 
-                    x, info = stationary_level_reduction(Q, self.plan)
+                    x, info = stationary_level_reduction(Q, self.plan, level_zero=_level_zero)
                 elif method == "gmres":
                     x, nit, info = _gmres(Q, ref, self.rtol, self.maxiter, strict)
                 elif method == "bicgstab":
@@ -840,30 +867,7 @@ def _power(Q, rtol, maxiter, strict):
     return pi, it
 
 
-def _gth(A: np.ndarray) -> np.ndarray:
-    """Grassmann-Taksar-Heyman state reduction on a dense generator (Stewart 1994, sec. 2.7).
-
-    The loop runs over the ``n`` elimination steps; each step is one vectorised
-    rank-one update.
-    """
-    P = np.array(A, dtype=float)
-    n = P.shape[0]
-    np.fill_diagonal(P, 0.0)
-    for k in range(n - 1, 0, -1):
-        s = P[k, :k].sum()
-        P[:k, :k] += np.outer(P[:k, k], P[k, :k]) / s
-        P[:k, k] /= s
-        P[k, :k] = 0.0  # not needed afterwards
-    # back substitution: sums of non-negative terms, rescaled whenever an entry grows past
-    # 1e250 so that a chain whose mass sits far from state 0 cannot overflow (the entries
-    # pushed towards underflow are then below 1e-250 of the largest)
-    pi = np.zeros(n)
-    pi[0] = 1.0
-    for k in range(1, n):
-        pi[k] = pi[:k] @ P[:k, k]
-        if pi[k] > 1e250:
-            pi[:k + 1] /= pi[k]
-    return pi / pi.sum()
+_gth = gth
 
 
 def _refine_mp(Q, ref, coords, jumps, dps, ordering="auto"):
@@ -905,16 +909,3 @@ def _refine_mp(Q, ref, coords, jumps, dps, ordering="auto"):
         info["pi_mp"] = pi_mp
         pi = np.array([float(v) for v in pi_mp])
     return pi, info
-
-
-register_method(
-    "ctmc",
-    requires="ctmc",
-    driver="adaptive",
-    doc="stationary solve of the (truncated) CTMC; truncation grown until the measure converges",
-    options=("solver", "tol", "truncation", "verify", "strict"),
-    lumpable=True,
-    start="truncation_start",
-    size="ctmc_size",
-    verify=(("solver", "mpmath"),),
-)

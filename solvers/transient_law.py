@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from exactq.catalogue import register_method, register_solver
+from exactq.catalogue import register_solver
 from exactq.ctmc import CTMC
 from exactq.errors import ModelError
 
@@ -92,7 +92,7 @@ def _structure(chain) -> str | None:
     return None
 
 
-@register_solver(CTMC, name="transient", applies=_structure,
+@register_solver(CTMC, name="transient", priority=5, applies=_structure,
                  doc="the law at time t from the chain's initial state (uniformisation, Fox-Glynn weights); asked "
                      "for by name", options=("t", "eps", "strict"))
 def solve_transient(chain: CTMC, *, t: float | None = None, eps: float = 1e-12, strict: bool = False) -> TransientLaw:
@@ -133,14 +133,3 @@ def solve_transient(chain: CTMC, *, t: float | None = None, eps: float = 1e-12, 
     return TransientLaw(pi=p, time=float(t), truncated_mass=lost, residual=lost, seconds=time.perf_counter() - t0,
                         info={"uniformisation_rate": info["uniformisation_rate"], "matvecs": info["matvecs"],
                               "truncated_mass": lost}, space=chain.space)
-
-
-register_method(
-    "ctmc",
-    requires="ctmc_study",
-    driver="model",
-    doc="the (truncated) CTMC, stationary or transient by measure, orchestrated by the model; truncation grown "
-        "until the measure converges",
-    options=("solver", "tol", "truncation", "strict"),
-    label="ctmc",
-)

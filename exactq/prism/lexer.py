@@ -23,6 +23,7 @@ from exactq.errors import ModelError, NotApplicableError, QuerySyntaxError
 __all__ = [
     "Token",
     "Source",
+    "QuerySource",
     "tokenize",
     "PrismSyntaxError",
     "PrismUnsupportedError",
@@ -149,6 +150,33 @@ class Source:
         err.line, err.column = line, col
         return err
 
+    def end_text(self) -> str:
+        """How an error names the end of the text (``got the end of the file``)."""
+        return "the end of the property" if self.name == "property" else "the end of the file"
+
+
+@dataclass(frozen=True)
+class QuerySource(Source):
+    """The text of one of exactq's native queries or expressions: errors as ``query syntax error at column N: ...``.
+
+    Examples
+    --------
+    >>> str(QuerySource("query", "S=? [ x > ]").syntax_error(1, 11, "expected an expression"))
+    'query syntax error at column 11: expected an expression'
+    """
+
+    def at(self, line: int, col: int) -> str:
+        return f"query, column {col}" if line == 1 else f"query, line {line}, column {col}"
+
+    def syntax_error(self, line: int, col: int, message: str) -> PrismSyntaxError:
+        where = f"column {col}" if line == 1 else f"line {line}, column {col}"
+        err = PrismSyntaxError(f"query syntax error at {where}: {message}")
+        err.line, err.column, err.offset, err.text = line, col, col, self.text
+        return err
+
+    def end_text(self) -> str:
+        return "end of input"
+
 
 @dataclass(frozen=True)
 class Token:
@@ -163,24 +191,32 @@ class Token:
         return "the end of the file" if self.kind == "eof" else repr(self.text)
 
 
-_TOKEN_RE = re.compile(
-    r"""
+_COMMENTS = r"""
+     (?P<comment>//[^\n]*)
+    |(?P<block>/\*)
+    |"""
+_TOKENS = r"""
      (?P<ws>[ \t\f\v]+)
     |(?P<nl>\n)
-    |(?P<comment>//[^\n]*)
-    |(?P<block>/\*)
     |(?P<double>(?:\d+\.(?!\.)\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
     |(?P<int>\d+)
     |(?P<ident>[A-Za-z_][A-Za-z_0-9]*)
     |(?P<string>"[^"\n]*")
-    |(?P<op>\|\|\||\|\||<=>|=>|->|<=|>=|!=|\.\.|[-+*/&|!?:;,()\[\]{}<>='^%.])
-    """,
-    re.VERBOSE,
-)
+    |(?P<op>OPS\|\|\||\|\||&&|==|\*\*|<=>|=>|->|<=|>=|!=|\.\.|[-+*/&|!?:;,()\[\]{}<>='^%.])
+    """
+_TOKEN_RE = re.compile(_COMMENTS + _TOKENS.replace("OPS", ""), re.VERBOSE)
+#: exactq's native queries: no comments, so ``//`` is floor division (:mod:`exactq.query`); none of the model
+#: files' punctuation (``'``, ``.``, ``..``, ``;``, ``->``)
+_NATIVE_RE = re.compile(_TOKENS.replace(
+    r"""(?P<op>OPS\|\|\||\|\||&&|==|\*\*|<=>|=>|->|<=|>=|!=|\.\.|[-+*/&|!?:;,()\[\]{}<>='^%.])""",
+    r"""(?P<op>//|\|\||&&|==|\*\*|<=>|=>|<=|>=|!=|[-+*/&|!?:,()\[\]{}<>=^%])"""), re.VERBOSE)
 
 
-def tokenize(source: Source) -> list[Token]:
+def tokenize(source: Source, *, native: bool = False) -> list[Token]:
     """Split the source into tokens (whitespace and comments dropped; an ``eof`` token last).
+
+    ``native``: the text is one of exactq's native queries, which has no comments
+    (``//`` is an operator there, floor division).
 
     Raises
     ------
@@ -197,8 +233,9 @@ def tokenize(source: Source) -> list[Token]:
     text = source.text.replace("\r\n", "\n").replace("\r", "\n")
     tokens: list[Token] = []
     pos, line, line_start, n = 0, 1, 0, len(text)
+    pattern = _NATIVE_RE if native else _TOKEN_RE
     while pos < n:
-        m = _TOKEN_RE.match(text, pos)
+        m = pattern.match(text, pos)
         col = pos - line_start + 1
         if m is None:
             raise source.syntax_error(line, col, f"unexpected character {text[pos]!r}")

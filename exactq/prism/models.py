@@ -1,18 +1,15 @@
-"""Models given by one finite chain: PRISM files, PRISM explicit files, and plug-in functions.
+"""Models given by one finite chain: PRISM files and PRISM explicit files.
 
 :func:`load_prism` reads a PRISM model file and returns a model that offers its chain
 as a representation (``ctmc()`` for ``ctmc`` files, ``dtmc()`` for ``dtmc`` files), so
 that every CTMC method, ``verify`` and the stationary solvers apply to it
 (:func:`exactq.solve`); its measures are the long-run reward rate of each reward
 structure (``reward:NAME``) and the long-run probability of each label
-(``label:NAME``). :func:`exactq.check` checks PRISM properties on it.
+(``label:NAME``). :func:`exactq.check` checks PRISM properties on it. The parsed file
+(or, for explicit files, the chain read) is a field of the model, not an attribute of
+its class.
 
-:func:`register` (``exactq.register_model``) adds a user's model to the catalogue at
-run time: a :class:`~exactq.catalogue.Model` subclass (a dataclass with a ``ctmc()``
-built from events), or a plain function whose keyword parameters (with annotations or
-defaults) are the model's parameters and which returns a
-:class:`~exactq.ctmc.CTMC`; its measures are named expressions of the chain's
-variables, rewards and labels, averaged over the stationary law.
+Plug-in models (``exactq.register_model``) are registered by :mod:`exactq.plugins`.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -29,12 +26,13 @@ import numpy as np
 from exactq.catalogue import Model
 from exactq.ctmc import DTMC
 from exactq.errors import ModelError
+from exactq.plugins import _CTMCFactory, _DTMCFactory  # a chain model's factories, shared with function plug-ins
 
 from .lexer import PrismModelError, Source, read_source
 from .semantics import Symbols, VarInfo, analyse
 from .syntax import parse_model_text
 
-__all__ = ["ChainModel", "PrismModel", "ExplicitModel", "load_prism", "load_explicit", "register", "parse_constants",
+__all__ = ["ChainModel", "PrismModel", "ExplicitModel", "load_prism", "load_explicit", "parse_constants",
            "is_prism_path", "constant_ranges", "expand_ranges", "describe_prism"]
 
 PRISM_SUFFIXES = (".sm", ".prism", ".pm", ".nm", ".smg")
@@ -167,10 +165,6 @@ class ChainModel(Model):
     def built(self) -> Built:
         return self._build()
 
-    @property
-    def is_infinite(self) -> bool:
-        return False
-
     def _value(self, measure: str, chain, sol) -> float:
         what, _, name = measure.partition(":")
         if what == "reward":
@@ -179,28 +173,6 @@ class ChainModel(Model):
         if what == "label":
             return sol.probability(chain.labels[name])
         raise ModelError(f"unknown measure {measure!r}")  # pragma: no cover (validated by the API)
-
-
-class _CTMCFactory:
-    def ctmc(self, truncation=None):
-        """The model's CTMC (finite: ``truncation`` must be None)."""
-        if truncation is not None:
-            raise ModelError(f"model {self.name} is finite; truncation does not apply")
-        return self.built.chain
-
-    def ctmc_measure(self, measure, chain, sol):
-        return self._value(measure, chain, sol)
-
-
-class _DTMCFactory:
-    def dtmc(self, truncation=None):
-        """The model's DTMC (finite: ``truncation`` must be None)."""
-        if truncation is not None:
-            raise ModelError(f"model {self.name} is finite; truncation does not apply")
-        return self.built.chain
-
-    def dtmc_measure(self, measure, chain, sol):
-        return self._value(measure, chain, sol)
 
 
 def _measures(reward_names, label_names) -> tuple[dict, str]:
@@ -234,13 +206,15 @@ class PrismModel(ChainModel):
     path: str = ""
     constants: tuple = ()
     strict: bool = False
+    #: the parsed file (a field, not compared: two models of one file with the same constants are equal)
+    model_file: Any = field(default=None, compare=False, repr=False)
 
     def params(self) -> dict:
         return {"file": self.path, "constants": dict(self.constants)}
 
     @cached_property
     def info(self):
-        return analyse(self._model_file, dict(self.constants), extra_constants=set(dict(self.constants)))
+        return analyse(self.model_file, dict(self.constants), extra_constants=set(dict(self.constants)))
 
     def _build(self, progress=None) -> Built:
         from .builder import build_model
@@ -340,8 +314,7 @@ def _load(mf, path: str, given: dict, *, strict: bool = False) -> "PrismModel":
     reward_names = [r.name if r.name is not None else f"#{k + 1}" for k, r in enumerate(info.rewards)]
     measures, default = _measures(reward_names, list(info.labels) + ["init", "deadlock"])
     cls = _chain_class(PrismModel, stem, info.kind, measures, default, f"PRISM {info.kind} model {name}")
-    cls._model_file = mf
-    model = cls(path=str(path), constants=tuple(sorted(given.items())), strict=strict)
+    model = cls(path=str(path), constants=tuple(sorted(given.items())), strict=strict, model_file=mf)
     model.__dict__["info"] = info
     return model
 
@@ -442,18 +415,24 @@ class ExplicitModel(ChainModel):
 
     prism_properties: ClassVar[bool] = True
     path: str = ""
+    #: what was read from the files (fields, not compared): the chain, its reward structures, the variables that
+    #: are booleans, and how long reading took
+    chain: Any = field(default=None, compare=False, repr=False)
+    rewards: dict = field(default_factory=dict, compare=False, repr=False)
+    bool_vars: frozenset = field(default=frozenset(), compare=False, repr=False)
+    read_seconds: float = field(default=0.0, compare=False, repr=False)
 
     def params(self) -> dict:
         return {"file": self.path}
 
     def _build(self) -> Built:
-        chain = self._chain
-        rewards = dict(self._rewards)
+        chain = self.chain
+        rewards = dict(self.rewards)
         if isinstance(chain, DTMC):
             n_trans = int(chain.P.nnz)
         else:
             n_trans = int(chain.Q.nnz - np.count_nonzero(chain.Q.diagonal()))
-        return Built(chain, rewards, n_trans, self._seconds)
+        return Built(chain, rewards, n_trans, self.read_seconds)
 
     def compile_properties(self, text, source_name: str = "property", *, errors: str = "raise",
                            constants: dict | None = None, check_constants: bool = True) -> list:
@@ -461,7 +440,7 @@ class ExplicitModel(ChainModel):
 
         chain = self.built.chain
         src = Source(source_name, text)
-        variables = {name: VarInfo(name, "bool" if name in self._bool_vars else "int", int(chain.states[:, k].min()),
+        variables = {name: VarInfo(name, "bool" if name in self.bool_vars else "int", int(chain.states[:, k].min()),
                                    int(chain.states[:, k].max()), None, None, k, 1, 1)
                      for k, name in enumerate(chain.space.names)}
         sym = Symbols(src, variables=variables, builtin_labels=tuple(chain.labels))
@@ -485,14 +464,6 @@ def load_explicit(path: str, *, kind: str | None = None) -> ExplicitModel:
     measures, default = _measures(list(files.rewards), list(chain.labels))
     name = os.path.splitext(os.path.basename(path))[0]
     cls = _chain_class(ExplicitModel, name, kind, measures, default, f"explicit {kind} {os.path.basename(path)}")
-    cls._chain = chain
-    cls._rewards = files.rewards
-    cls._bool_vars = frozenset(files.bool_vars)
-    cls._seconds = time.perf_counter() - t0
-    return cls(path=str(path))
+    return cls(path=str(path), chain=chain, rewards=dict(files.rewards), bool_vars=frozenset(files.bool_vars),
+               read_seconds=time.perf_counter() - t0)
 
-
-# ============================================================================ plug-ins
-# The plug-in registration lives in exactq.plugins (a core module: loading a plug-in needs no PRISM parser);
-# these names stay importable from here.
-from exactq.plugins import FunctionModel, function_model, register  # noqa: E402,F401

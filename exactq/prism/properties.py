@@ -85,18 +85,35 @@ class StateFormula:
         labels = {k: np.asarray(v, dtype=bool) for k, v in chain.labels.items()}
         if "deadlock" not in labels:
             labels["deadlock"] = np.zeros(chain.n_states, dtype=bool)
+        if "init" not in labels:  # a native chain: its initial state (or the support of its initial law)
+            labels["init"] = _initial_mask(chain)
         extra = {}
         if self.deps:
             if checker is None:
                 raise ExactqError(f"the formula '{self.text}' has nested operators; it is evaluated by the checker")
             extra = {key: checker.per_state(q) for key, q in self.deps.items()}
-        return self.compiled.full(EvalContext(np.asarray(chain.states), labels=labels, extra=extra))
+        named = {k: np.asarray(v) for k, v in getattr(chain, "rewards", {}).items()}  # a native chain's rewards
+        ctx = EvalContext(np.asarray(chain.states), labels=labels, extra=extra, named=named)
+        return self.compiled.checked(ctx)  # a fault in a state where its term is used is an error, never nan
 
     def __call__(self, namespace, n=None):  # pragma: no cover - the checker uses on_chain
         raise TypeError("a PRISM state formula is evaluated on a chain (on_chain), not on a namespace")
 
     def __repr__(self) -> str:
         return f"StateFormula({self.text!r})"
+
+
+def _initial_mask(chain) -> np.ndarray:
+    mask = np.zeros(chain.n_states, dtype=bool)
+    init = getattr(chain, "initial", None)
+    if init is None:
+        return mask
+    arr = np.asarray(init)
+    if arr.ndim == 0:
+        if 0 <= int(arr) < chain.n_states:
+            mask[int(arr)] = True
+        return mask
+    return arr.reshape(-1)[:chain.n_states] > 0 if arr.size == chain.n_states else mask
 
 
 @dataclass
@@ -296,7 +313,8 @@ def compile_properties(text, symbols: Symbols, kind: str, *, constants: dict | N
     sym = Symbols(src, constants={**symbols.constants, **implicit_values, **values}, variables=symbols.variables,
                   formulas=formulas, labels={**symbols.labels, **pf.labels},
                   builtin_labels=tuple(dict.fromkeys(("init", "deadlock") + tuple(symbols.builtin_labels))),
-                  allow_labels=True, property_refs=dict(ctx.named), in_properties=True)
+                  allow_labels=True, property_refs=dict(ctx.named), in_properties=True, columns=dict(symbols.columns),
+                  extensions=True, native=symbols.native)
     used: set = set()
     seen_names: set = set()
     for node, where, index in ctx.items:
@@ -411,6 +429,27 @@ def _property_constants(decls: list, given: dict, symbols: Symbols, formulas: di
     return values, broken
 
 
+def _zero_one(c: Compiled, comp, expr, message: str) -> Compiled:
+    """An integer state formula read as a condition: 0 and 1 are false and true, another value where used an error."""
+    if c.const:
+        if c.value in (0, 1):
+            return Compiled("bool", c._text, c.line, c.col, value=bool(c.value))
+        raise comp.err(expr, message)
+    f = c.fn
+
+    def faults(ctx, active, memo):
+        if c.faults is not None:
+            c.faults(ctx, active, memo)
+        v = np.asarray(f(ctx))
+        bad = (v != 0) & (v != 1)
+        if active is not None:
+            bad = bad & active
+        if bad.any():
+            raise comp.err(expr, message)
+    return Compiled("bool", c._text, c.line, c.col, fn=lambda ctx: np.asarray(f(ctx)) != 0, depth=c.depth + 1,
+                    faults=faults)
+
+
 class _Compiler:
     def __init__(self, sym: Symbols, src: Source, kind: str):
         self.sym, self.src, self.kind = sym, src, kind
@@ -428,10 +467,18 @@ class _Compiler:
             c = compile_expr(expr, self.sym, source=self.src)
         finally:
             self.sym.query_hook = outer
+        if want == "bool" and c.type == "int" and self.sym.extensions:
+            c = _zero_one(c, self, expr, f"{role} must be a condition (true or false in each state); '{expr}' is "
+                          "numeric")
         if want == "bool" and c.type != "bool":
             raise self.err(expr, f"type error: {role} must be a condition; got the {c.type} expression '{expr}'")
         if want == "num" and c.type == "bool":
-            raise self.err(expr, f"type error: {role} must be a number; got the condition '{expr}'")
+            if not self.sym.extensions:
+                raise self.err(expr, f"type error: {role} must be a number; got the condition '{expr}'")
+            f = c.fn if not c.const else (lambda ctx, v=c.value: v)
+            c = Compiled("int", c._text, c.line, c.col, value=None if not c.const else int(c.value),
+                         fn=None if c.const else (lambda ctx: np.asarray(f(ctx), dtype=np.int64)),
+                         depth=c.depth + 1, faults=c.faults)
         return StateFormula(c, str(expr), deps)
 
     def _nested(self, node, deps: dict) -> Compiled:

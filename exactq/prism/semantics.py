@@ -30,8 +30,8 @@ import numpy as np
 
 from .lexer import MAX_NESTING, PrismModelError, Source, deep_recursion
 from .syntax import (
-    Assign, Binary, Call, Chain, CommandNode, Expr, FilterNode, Ident, Ite, LabelRef, Literal, ModelFile, ModuleNode,
-    QueryNode, RenamedModuleNode, Unary, UpdateNode, VarDecl,
+    Assign, Binary, Call, Chain, CommandNode, Comparison, Expr, FilterNode, Ident, Ite, LabelRef, Literal, ModelFile,
+    ModuleNode, QueryNode, RenamedModuleNode, Unary, UpdateNode, VarDecl,
 )
 
 __all__ = ["Compiled", "EvalContext", "Symbols", "ModelInfo", "analyse", "compile_expr", "evaluate_constants",
@@ -51,11 +51,14 @@ class EvalContext:
     extra : mapping, optional
         Per-state values of the operators nested in a property (``P>0.9 [ ... ]`` inside a
         state formula), computed by the checker before the formula is evaluated.
+    named : mapping, optional
+        Per-state values of a native chain's rewards and labels, read by name
+        (:attr:`Symbols.columns`).
     """
 
-    __slots__ = ("states", "n", "_cols", "_bools", "labels", "memo", "extra")
+    __slots__ = ("states", "n", "_cols", "_bools", "labels", "memo", "extra", "named")
 
-    def __init__(self, states: np.ndarray, labels=None, extra=None):
+    def __init__(self, states: np.ndarray, labels=None, extra=None, named=None):
         self.states = states
         self.n = states.shape[0]
         self._cols: dict = {}
@@ -63,6 +66,7 @@ class EvalContext:
         self.labels = labels or {}
         self.memo: dict = {}
         self.extra = extra or {}
+        self.named = named or {}
 
     def col(self, j: int) -> np.ndarray:
         c = self._cols.get(j)
@@ -92,6 +96,7 @@ class _SubContext(EvalContext):
         self._cols, self._bools, self.memo = {}, {}, {}
         self.labels = {k: v[rows] for k, v in parent.labels.items()}
         self.extra = {k: (v[rows] if np.ndim(v) else v) for k, v in parent.extra.items()}
+        self.named = {k: (v[rows] if np.ndim(v) else v) for k, v in parent.named.items()}
 
     def col(self, j: int) -> np.ndarray:
         c = self._cols.get(j)
@@ -108,12 +113,16 @@ class Compiled:
     a deep tree is not printed at every level while it is compiled).
     """
 
-    __slots__ = ("type", "_text", "line", "col", "value", "fn", "depth")
+    __slots__ = ("type", "_text", "line", "col", "value", "fn", "depth", "faults")
 
     def __init__(self, type: str, text, line: int, col: int, value: object = None, fn: object = None,  # noqa: A002
-                 depth: int = 0):
+                 depth: int = 0, faults=None):
         self.type, self._text, self.line, self.col, self.value, self.fn = type, text, line, col, value, fn
         self.depth = depth  # nested calls of the evaluation: deep ones get room for their recursion
+        #: properties and native queries: ``faults(ctx, active, memo)`` raises for an arithmetic fault (a division by
+        #: zero, a value that is not finite, a number used as a boolean that is not 0 or 1) in a state where the
+        #: faulty term is used (``active``: a mask, or None for every state); None when no term can fault
+        self.faults = faults
 
     @property
     def text(self) -> str:
@@ -142,6 +151,24 @@ class Compiled:
         if np.ndim(v) == 0:
             return np.full(ctx.n, v, dtype=dtype)
         return np.asarray(v, dtype=dtype)
+
+    def checked(self, ctx: EvalContext) -> np.ndarray:
+        """``full(ctx)``, after checking that no term used in a state faults there (short-circuit semantics).
+
+        In ``a & b`` the operand ``b`` matters only where ``a`` holds, in ``c ? x : y`` each
+        branch only where it is chosen: a division by zero (or another fault) elsewhere is
+        not an error, and where it matters it is one :class:`PrismModelError` naming the term
+        and the first such state, never a silent ``nan`` or ``inf``.
+        """
+        if self.faults is not None:
+            with np.errstate(all="ignore"):
+                if self.depth < 200:
+                    self.faults(ctx, None, {})
+                else:
+                    with deep_recursion("the expression"):
+                        self.faults(ctx, None, {})
+        with np.errstate(all="ignore"):
+            return self.full(ctx)
 
 
 _NP_TYPE = {"int": np.int64, "double": np.float64, "bool": np.bool_}
@@ -182,6 +209,13 @@ class Symbols:
     property_refs: dict = field(default_factory=dict)
     #: the symbols of properties (an unknown name may be a constant that --const should give)
     in_properties: bool = False
+    #: per-state values read by name from ``EvalContext.named`` (a native chain's rewards and labels): name -> type
+    columns: dict = field(default_factory=dict)
+    #: the extensions of properties and native queries: booleans count as 0/1 in arithmetic and comparisons,
+    #: integers 0/1 act as booleans, %, //, ^, abs, sqrt, exp, log(x), bare label names; faults are checked
+    extensions: bool = False
+    #: native queries and expressions (exactq.query): their error messages
+    native: bool = False
 
     def error(self, node, message: str) -> PrismModelError:
         return self.source.model_error(getattr(node, "line", 0) or 1, getattr(node, "col", 0) or 1, message)
@@ -210,12 +244,34 @@ def compile_expr(expr: Expr, sym: Symbols, *, source: Source | None = None, _sta
     """
     src = source or sym.source
     with deep_recursion(f"the expression at {src.at(getattr(expr, 'line', 1) or 1, getattr(expr, 'col', 1) or 1)}"):
-        return _Compiler(sym, src, _stack).compile(expr)
+        return _Compiler(sym, src, _stack, top=expr).compile(expr)
 
 
 class _Compiler:
-    def __init__(self, sym: Symbols, src: Source, stack):
+    """Type-checks and compiles one expression (see :func:`compile_expr`).
+
+    Under :attr:`Symbols.extensions` (properties and native queries) the compiler also
+    coerces booleans used as numbers to 0/1 and integers used as booleans (checked to
+    be 0 or 1 where used), compiles ``%``, ``//``, ``^`` and the extended functions, and
+    attaches to each term that can fault the check :meth:`Compiled.checked` runs.
+    """
+
+    def __init__(self, sym: Symbols, src: Source, stack, top=None):
         self.sym, self.src, self.stack = sym, src, tuple(stack)
+        self.ext = sym.extensions
+        self.native = sym.native
+        self._top = top  # the expression fault messages name (its text made on first use)
+
+    @property
+    def whole(self) -> str:
+        if self.native:
+            return self.src.text.strip()
+        if not isinstance(self._top, str):
+            self._top = str(self._top)
+        return self._top
+
+    def sub(self, stack) -> "_Compiler":
+        return _Compiler(self.sym, self.src, stack, self._top)
 
     def err(self, node, message: str) -> PrismModelError:
         return self.src.model_error(node.line or 1, node.col or 1, message)
@@ -236,6 +292,8 @@ class _Compiler:
             return self.binary(node)
         if isinstance(node, Chain):
             return self.chain(node)
+        if isinstance(node, Comparison):
+            return self.comparison(node)
         if isinstance(node, Ite):
             return self.ite(node)
         if isinstance(node, Call):
@@ -268,8 +326,20 @@ class _Compiler:
                 raise PrismModelError(f"formula {self.stack[0]!r} expands formulas nested deeper than {MAX_NESTING} "
                                       f"levels ({self.stack[0]} -> {self.stack[1]} -> ... -> {name})")
             expr = sym.formulas[name][0]
-            inner = _Compiler(sym, self.src, self.stack + (name,)).compile(expr)
+            inner = self.sub(self.stack + (name,)).compile(expr)
             return inner
+        if name in sym.columns:
+            return Compiled(sym.columns[name], name, node.line, node.col, fn=lambda ctx, name=name: ctx.named[name])
+        if self.ext and sym.allow_labels and (name in sym.labels or name in sym.builtin_labels):
+            return self.label(LabelRef(name, node.line, node.col))  # an extension: a label by its bare name
+        if self.native:
+            pool = sorted(set(sym.variables) | set(sym.constants) | set(sym.columns) | set(sym.labels)
+                          | set(sym.builtin_labels))
+            close = __import__("difflib").get_close_matches(name, pool, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            shown = ", ".join(pool[:30]) + (", ..." if len(pool) > 30 else "")
+            raise self.err(node, f"unknown name {name!r} in expression {self.whole!r}{hint}; valid: "
+                           f"{shown or '(none)'}")
         hint = _hint(name, sym)
         if not hint and sym.in_properties:
             hint = f" (a constant that only the properties use is given with --const {name}=VALUE)"
@@ -278,13 +348,15 @@ class _Compiler:
     def label(self, node: LabelRef) -> Compiled:
         sym = self.sym
         name = node.name
+        if name in sym.columns:  # a native chain's label (or reward), quoted
+            return self.ident(Ident(name, node.line, node.col))
         if not sym.allow_labels:
             raise self.err(node, f'the label "{name}" cannot be used here (labels are for properties)')
         if name in sym.labels:
             key = "label:" + name
             if key in self.stack:
                 raise self.err(node, f'label "{name}" is defined in terms of itself')
-            return _Compiler(sym, self.src, self.stack + (key,)).compile(sym.labels[name][0])
+            return self.sub(self.stack + (key,)).compile(sym.labels[name][0])
         if name in sym.builtin_labels:
             return Compiled("bool", node, node.line, node.col, fn=lambda ctx, name=name: ctx.labels[name])
         if name in sym.property_refs:
@@ -293,28 +365,64 @@ class _Compiler:
                 raise self.err(node, f'property "{name}" refers to itself '
                                f"({' -> '.join(k.split(':', 1)[1] for k in self.stack if k.startswith('property:'))}"
                                f" -> {name})")
-            return _Compiler(sym, self.src, self.stack + (key,)).compile(sym.property_refs[name])
+            return self.sub(self.stack + (key,)).compile(sym.property_refs[name])
         known = sorted(set(sym.labels) | set(sym.builtin_labels) | set(sym.property_refs))
         raise self.err(node, f'unknown label "{name}"; valid: {", ".join(chr(34) + k + chr(34) for k in known)}')
 
-    def unary(self, node: Unary) -> Compiled:
-        a = self.compile(node.arg)
-        if node.op == "!":
-            self.need(a, "bool", node, "the operand of '!'")
-            return self.fold(node, "bool", np.logical_not, a)
-        self.need_num(a, node, "the operand of unary '-'")
-        return self.fold(node, a.type, np.negative, a)
-
+    # -- types ---------------------------------------------------------------------
     def need(self, c: Compiled, type_: str, node, role: str) -> None:
         if c.type != type_:
             raise self.err(node, f"type error: {role} must be {type_}; got the {c.type} expression '{c.text}'")
 
-    def need_num(self, c: Compiled, node, role: str) -> None:
-        if c.type == "bool":
+    def need_num(self, c: Compiled, node, role: str) -> Compiled:
+        """``c`` as a number: a boolean counts as 0/1 under the extensions, else is a type error."""
+        if c.type != "bool":
+            return c
+        if not self.ext:
             raise self.err(node, f"type error: {role} must be a number; got the bool expression '{c.text}'")
+        if c.const:
+            return self.const(node, "int", int(bool(c.value)))
+        f = c.fn
+        return Compiled("int", c._text, c.line, c.col, fn=lambda ctx: np.asarray(f(ctx), dtype=np.int64),
+                        depth=c.depth + 1, faults=c.faults)
 
-    def fold(self, node, type_: str, op, *args: Compiled) -> Compiled:
-        """Apply a numpy ufunc-like ``op`` to the operands, folding when all are constant."""
+    def need_bool(self, c: Compiled, node, role: str, native_role: str | None = None) -> Compiled:
+        """``c`` as a condition: under the extensions an integer 0/1 acts as a boolean (checked where used)."""
+        if c.type == "bool":
+            return c
+        role_n = native_role or role
+        if self.ext and c.type == "int":
+            if c.const:
+                if c.value in (0, 1):
+                    return self.const(node, "bool", bool(c.value))
+                raise self.err(node, f"{role_n} must be boolean; got the number '{c.text}' in expression "
+                               f"{self.whole!r}")
+            f, whole = c.fn, self.whole
+
+            def own(ctx, active, memo, c=c, node=node):
+                v = _value(c, ctx, memo)
+                _fail(self, node, _used((v != 0) & (v != 1), active), f"{role_n} must be boolean; got the number "
+                      f"'{c.text}' in expression {whole!r}", where=False)
+            return Compiled("bool", c._text, c.line, c.col, fn=lambda ctx: np.asarray(f(ctx)) != 0,
+                            depth=c.depth + 1, faults=_seq(c.faults, own))
+        if self.native:
+            raise self.err(node, f"{role_n} must be boolean; got the number '{c.text}' in expression {self.whole!r}")
+        raise self.err(node, f"type error: {role} must be bool; got the {c.type} expression '{c.text}'")
+
+    def unary(self, node: Unary) -> Compiled:
+        a = self.compile(node.arg)
+        if node.op == "!":
+            a = self.need_bool(a, node, "the operand of '!'")
+            return self.fold(node, "bool", np.logical_not, a)
+        a = self.need_num(a, node, "the operand of unary '-'")
+        return self.fold(node, a.type, np.negative, a)
+
+    def fold(self, node, type_: str, op, *args: Compiled, own=None, logic: str | None = None) -> Compiled:
+        """Apply a numpy ufunc-like ``op`` to the operands, folding when all are constant.
+
+        ``own(out, ctx, active, memo)`` checks this term's own faults; ``logic`` (``&``,
+        ``|``, ``=>``) makes the operands' checks short-circuit.
+        """
         if all(a.const for a in args):
             with np.errstate(all="ignore"):
                 v = op(*[a.value for a in args])
@@ -323,52 +431,155 @@ class _Compiler:
         depth = 2 + max(a.depth for a in args)
         if len(fns) == 1:
             f0 = fns[0]
-            return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx)), depth=depth)
-        if len(fns) == 2:
+            out = Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx)), depth=depth)
+        elif len(fns) == 2:
             f0, f1 = fns
-            return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx), f1(ctx)), depth=depth)
-        return Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(*[f(ctx) for f in fns]), depth=depth)
+            out = Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(f0(ctx), f1(ctx)), depth=depth)
+        else:
+            out = Compiled(type_, node, node.line, node.col, fn=lambda ctx: op(*[f(ctx) for f in fns]), depth=depth)
+        if logic is not None:
+            out.faults = _logic_faults(logic, list(args))
+        else:
+            out.faults = _seq(*[a.faults for a in args], None if own is None else (lambda ctx, act, memo: own(
+                out, args, ctx, act, memo)))
+        return out
 
     def binary(self, node: Binary) -> Compiled:
         return self._binary(node, node.op, self.compile(node.left), self.compile(node.right), node.left, node.right)
+
+    def _coerce(self, node, op: str, a: Compiled, b: Compiled, left, right):
+        """The operands of ``a op b`` as the operator needs them (the extensions' coercions)."""
+        native_role = f"an operand of '{op}'"
+        if op in ("&", "|", "=>") or (op == "<=>" and (not self.ext or (a.type == "bool") == (b.type == "bool"))):
+            a = self.need_bool(a, left, f"the left operand of '{op}'", native_role)
+            b = self.need_bool(b, right, f"the right operand of '{op}'", native_role)
+        elif op in ("=", "!=", "<=>"):
+            if self.ext and (a.type == "bool") != (b.type == "bool"):
+                a, b = self.need_num(a, left, ""), self.need_num(b, right, "")
+        elif op in ("<", "<=", ">", ">=", "+", "-", "*", "/", "%", "//", "^"):
+            a = self.need_num(a, left, f"the left operand of '{op}'")
+            b = self.need_num(b, right, f"the right operand of '{op}'")
+        return a, b
+
+    def _binary(self, node, op: str, a: Compiled, b: Compiled, left, right) -> Compiled:
+        """Type-check and compile ``a op b``."""
+        a, b = self._coerce(node, op, a, b, left, right)
+        f, type_ = self._operator(node, "=" if op == "<=>" and a.type != "bool" else op, a, b, left, right)
+        if op in ("&", "|", "=>"):
+            return self.fold(node, type_, f, a, b, logic=op)
+        if self.ext and op in ("/", "//", "%") and b.const and b.value == 0 and a.const:
+            raise self.err(node, self._division_message(right))
+        return self.fold(node, type_, f, a, b, own=self._own_faults(node, op, right))
+
+    def _division_message(self, divisor) -> str:
+        return f"division by zero in expression {self.whole!r}: divisor '{divisor}' is 0"
+
+    def _own_faults(self, node, op: str, divisor=None):
+        """The fault check of one term (extensions only): a zero divisor where used, a non-finite result."""
+        divides = op in ("/", "//", "%", "mod")
+        finite = op in ("+", "-", "*", "/", "^", "//", "%", "sqrt", "exp", "log", "pow", "mod")
+        if not self.ext or not (divides or finite):
+            return None
+        whole = self.whole
+
+        def own(out, args, ctx, active, memo):
+            operands = [_value(a, ctx, memo) for a in args]
+            if divides:
+                d = operands[-1]
+                zero = _used(np.asarray(d) == 0, active)
+                _fail(self, node, zero, f"division by zero in expression {whole!r}: divisor '{divisor}' is 0")
+            if finite and out.type == "double":
+                r = _value(out, ctx, memo)
+                bad = ~np.isfinite(r)
+                for x in operands:
+                    x = np.asarray(x)
+                    if x.dtype.kind == "f":
+                        bad = bad & np.isfinite(x)
+                _fail(self, node, _used(bad, active), f"arithmetic fault in expression {whole!r}: '{node}' is not "
+                      "finite", tail=" (division by zero, overflow or invalid argument)")
+        return own
 
     def chain(self, node: Chain) -> Compiled:
         """A flat run ``e0 op1 e1 op2 e2 ...``, evaluated left to right by one function (no nested calls)."""
         acc = self.compile(node.first)
         left = node.first
         head = None
-        steps = []  # (elementwise op, Compiled operand) after the constant prefix, which is folded
+        steps = []  # (elementwise op, Compiled operand, op, operand node) after the constant prefix, folded
+        logic = node.rest[0][0] if node.rest[0][0] in ("&", "|") else None  # a run of one precedence level
         for op, e in node.rest:
             c = self.compile(e)
             if head is None and acc.const and c.const:
                 acc = self._binary(node, op, acc, c, left, e)
                 continue
-            f, type_ = self._operator(node, op, acc, c, left, e)
+            acc_c, c = self._coerce(node, op, acc if head is None else _TypeOnly(acc.type), c, left, e)
+            if head is None:
+                acc = acc_c
+            f, type_ = self._operator(node, op, _TypeOnly(acc_c.type), c, left, e)
             if head is None:
                 head = acc
-            steps.append((f, c))
+            steps.append((f, c, op, e))
             acc = Compiled(type_, node, node.line, node.col, fn=_typed_only)
         if head is None:
             return self.const(node, acc.type, acc.value)
         p0 = head.fn if not head.const else (lambda ctx, v=head.value: v)
-        fns = [(f, c.fn if not c.const else (lambda ctx, v=c.value: v)) for f, c in steps]
+        fns = [(f, c.fn if not c.const else (lambda ctx, v=c.value: v)) for f, c, _, _ in steps]
 
         def run(ctx):
             value = p0(ctx)
             for f, g in fns:
                 value = f(value, g(ctx))
             return value
-        depth = 2 + max([head.depth] + [c.depth for _, c in steps])
-        return Compiled(acc.type, node, node.line, node.col, fn=run, depth=depth)
+        depth = 2 + max([head.depth] + [c.depth for _, c, _, _ in steps])
+        out = Compiled(acc.type, node, node.line, node.col, fn=run, depth=depth)
+        if self.ext:
+            out.faults = self._chain_faults(node, head, steps, logic)
+        return out
 
-    def _binary(self, node, op: str, a: Compiled, b: Compiled, left, right, build: bool = True) -> Compiled:
-        """Type-check ``a op b``; with ``build`` the compiled result, else its type and the elementwise ``fn(x, y)``."""
-        f, type_ = self._operator(node, op, a, b, left, right)
-        if not build:
-            return Compiled(type_, node, node.line, node.col, fn=f)
-        return self.fold(node, type_, f, a, b)
+    def _chain_faults(self, node, head: Compiled, steps: list, logic: str | None):
+        parts = [head] + [c for _, c, _, _ in steps]
+        if logic in ("&", "|"):
+            return _logic_faults(logic, parts)
+        if not any(p.faults for p in parts) and not any(op in ("/", "//", "%", "+", "-", "*", "^")
+                                                         for _, _, op, _ in steps):
+            return None
+        whole = self.whole
 
-    def _operator(self, node, op: str, a: Compiled, b: Compiled, left, right):
+        def faults(ctx, active, memo):
+            for p in parts:
+                if p.faults is not None:
+                    p.faults(ctx, active, memo)
+            value = _value(head, ctx, memo)
+            text = str(node.first)
+            for f, c, op, e in steps:
+                x = _value(c, ctx, memo)
+                text = f"{text} {op} {e}"
+                if op in ("/", "//", "%"):
+                    _fail(self, node, _used(np.asarray(x) == 0, active), f"division by zero in expression "
+                          f"{whole!r}: divisor '{e}' is 0")
+                new = f(value, x)
+                if np.asarray(new).dtype.kind == "f":
+                    bad = ~np.isfinite(new)
+                    for y in (value, x):
+                        y = np.asarray(y)
+                        if y.dtype.kind == "f":
+                            bad = bad & np.isfinite(y)
+                    _fail(self, node, _used(bad, active), f"arithmetic fault in expression {whole!r}: '{text}' is "
+                          "not finite", tail=" (division by zero, overflow or invalid argument)")
+                value = new
+        return faults
+
+    def comparison(self, node: Comparison) -> Compiled:
+        """``e0 < e1 <= e2 ...``: the conjunction of the pairwise comparisons (each operand evaluated once)."""
+        items = [(None, node.first)] + list(node.rest)
+        compiled = [self.compile(e) for _, e in items]
+        out = None
+        for k in range(1, len(items)):
+            op, e = items[k]
+            pair = self._binary(node, op, compiled[k - 1], compiled[k], items[k - 1][1], e)
+            out = pair if out is None else self.fold(node, "bool", np.logical_and, out, pair)
+        return out
+
+    def _operator(self, node, op: str, a, b, left, right):
         if op in ("&", "|", "=>", "<=>"):
             self.need(a, "bool", left, f"the left operand of '{op}'")
             self.need(b, "bool", right, f"the right operand of '{op}'")
@@ -380,32 +591,43 @@ class _Compiler:
                 raise self.err(node, f"type error: '{op}' compares the {a.type} '{a.text}' with the {b.type} "
                                f"'{b.text}'")
             return (np.equal if op == "=" else np.not_equal), "bool"
-        self.need_num(a, left, f"the left operand of '{op}'")
-        self.need_num(b, right, f"the right operand of '{op}'")
+        if a.type == "bool" or b.type == "bool":
+            self.need_num(a, left, f"the left operand of '{op}'")
+            self.need_num(b, right, f"the right operand of '{op}'")
         if op in ("<", "<=", ">", ">="):
             return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}[op], "bool"
         if op == "/":
             return (lambda x, y: np.true_divide(x, y)), "double"
+        if op == "//":
+            return (lambda x, y: np.floor_divide(x, np.where(np.asarray(y) == 0, 1, y))), _num_type(a.type, b.type)
+        if op == "%":
+            return (lambda x, y: np.mod(x, np.where(np.asarray(y) == 0, 1, y))), _num_type(a.type, b.type)
+        if op == "^":
+            return (lambda x, y: np.power(np.asarray(x, dtype=float), y)), "double"
         return {"+": np.add, "-": np.subtract, "*": np.multiply}[op], _num_type(a.type, b.type)
 
     def ite(self, node: Ite) -> Compiled:
         c, a, b = self.compile(node.cond), self.compile(node.then), self.compile(node.other)
-        self.need(c, "bool", node.cond, "the condition of 'c ? a : b'")
+        c = self.need_bool(c, node.cond, "the condition of 'c ? a : b'")
         if (a.type == "bool") != (b.type == "bool"):
-            raise self.err(node, f"type error: the branches of 'c ? a : b' are {a.type} and {b.type}")
+            if not self.ext:
+                raise self.err(node, f"type error: the branches of 'c ? a : b' are {a.type} and {b.type}")
+            a, b = self.need_num(a, node.then, ""), self.need_num(b, node.other, "")
         type_ = "bool" if a.type == "bool" else _num_type(a.type, b.type)
         if c.const:
             chosen = a if c.value else b
             if chosen.type != type_ and type_ == "double":
                 return self.fold(node, "double", lambda x: np.asarray(x, dtype=float), chosen)
             return chosen
-        return self.fold(node, type_, np.where, c, a, b)
+        out = self.fold(node, type_, np.where, c, a, b)
+        if out.fn is not None and any(x.faults for x in (c, a, b)):
+            out.faults = _ite_faults(c, a, b)
+        return out
 
     def call(self, node: Call) -> Compiled:
         name = node.fn
         args = [self.compile(a) for a in node.args]
-        for k, a in enumerate(args):
-            self.need_num(a, node.args[k], f"argument {k + 1} of {name}()")
+        args = [self.need_num(a, node.args[k], f"argument {k + 1} of {name}()") for k, a in enumerate(args)]
         if name in ("min", "max"):
             f = np.minimum if name == "min" else np.maximum
             type_ = _num_type(*(a.type for a in args))
@@ -420,6 +642,12 @@ class _Compiler:
             if args[0].type == "int":
                 return args[0]
             return self.fold(node, "int", lambda x: _to_int(f(x)), args[0])
+        if name == "abs":
+            return self.fold(node, args[0].type, np.abs, args[0])
+        if name in ("sqrt", "exp") or (name == "log" and len(args) == 1):
+            f = {"sqrt": np.sqrt, "exp": np.exp, "log": np.log}[name]
+            return self.fold(node, "double", lambda x: f(np.asarray(x, dtype=float)), args[0],
+                             own=self._own_faults(node, name))
         if name == "pow":
             if args[0].type == "int" and args[1].type == "int":
                 def ipow(x, y, node=node):
@@ -428,8 +656,15 @@ class _Compiler:
                                        "exponent")
                     return np.power(x, y)
                 return self.fold(node, "int", ipow, *args)
-            return self.fold(node, "double", lambda x, y: np.power(np.asarray(x, dtype=float), y), *args)
+            return self.fold(node, "double", lambda x, y: np.power(np.asarray(x, dtype=float), y), *args,
+                             own=self._own_faults(node, "pow"))
         if name == "mod":
+            if self.ext:
+                type_ = _num_type(args[0].type, args[1].type)
+                if all(a.const for a in args) and args[1].value == 0:
+                    raise self.err(node, self._division_message(node.args[1]))
+                return self.fold(node, type_, lambda x, y: np.mod(x, np.where(np.asarray(y) == 0, 1, y)), *args,
+                                 own=self._own_faults(node, "mod", node.args[1]))
             for k, a in enumerate(args):
                 if a.type != "int":
                     raise self.err(node.args[k], f"type error: argument {k + 1} of mod() must be int; got the "
@@ -441,8 +676,88 @@ class _Compiler:
                 return np.mod(x, y)
             return self.fold(node, "int", imod, *args)
         if name == "log":
-            return self.fold(node, "double", lambda x, b: np.log(np.asarray(x, dtype=float)) / np.log(b), *args)
+            return self.fold(node, "double", lambda x, b: np.log(np.asarray(x, dtype=float)) / np.log(b), *args,
+                             own=self._own_faults(node, "log"))
         raise self.err(node, f"unknown function {name!r}")  # pragma: no cover (the parser checks)
+
+
+class _TypeOnly:
+    """An operand known only by its type (inside a Chain, the running value)."""
+
+    __slots__ = ("type",)
+    const = False
+    faults = None
+    text = "(the running value)"
+
+    def __init__(self, type_: str):
+        self.type = type_
+
+
+# -- fault checks (properties and native queries) ------------------------------------------
+def _value(c: Compiled, ctx: EvalContext, memo: dict) -> np.ndarray:
+    """``c``'s values on ``ctx``, once per check."""
+    key = id(c)
+    v = memo.get(key)
+    if v is None:
+        v = memo[key] = c.full(ctx)
+    return v
+
+
+def _used(mask, active):
+    mask = np.asarray(mask)
+    return mask if active is None else (mask & active)
+
+
+def _fail(comp: "_Compiler", node, bad, message: str, *, tail: str = "", where: bool = True) -> None:
+    """Raise ``message`` (with the first state where ``bad``, when ``where``) if any state is bad."""
+    bad = np.asarray(bad)
+    if not bad.any():
+        return
+    state = f" in state {int(np.flatnonzero(bad)[0])}" if where and bad.ndim else ""
+    raise comp.err(node, f"{message}{state}{tail}")
+
+
+def _seq(*checks):
+    """The checks in turn (None when there are none)."""
+    checks = [c for c in checks if c is not None]
+    if not checks:
+        return None
+    if len(checks) == 1:
+        return checks[0]
+
+    def run(ctx, active, memo):
+        for c in checks:
+            c(ctx, active, memo)
+    return run
+
+
+def _logic_faults(op: str, parts: list):
+    """Short circuit: in ``a & b`` the checks of ``b`` run only where ``a`` holds (``|``: where it fails)."""
+    if not any(p.faults for p in parts):
+        return None
+
+    def run(ctx, active, memo):
+        open_ = active
+        for k, p in enumerate(parts):
+            if p.faults is not None:
+                p.faults(ctx, open_, memo)
+            if k + 1 < len(parts):
+                v = np.asarray(_value(p, ctx, memo), dtype=bool)
+                keep = v if op in ("&", "=>") else ~v
+                open_ = keep if open_ is None else (open_ & keep)
+    return run
+
+
+def _ite_faults(c: Compiled, a: Compiled, b: Compiled):
+    def run(ctx, active, memo):
+        if c.faults is not None:
+            c.faults(ctx, active, memo)
+        t = np.asarray(_value(c, ctx, memo), dtype=bool)
+        if a.faults is not None:
+            a.faults(ctx, _used(t, active), memo)
+        if b.faults is not None:
+            b.faults(ctx, _used(~t, active), memo)
+    return run
 
 
 def _typed_only(ctx):  # pragma: no cover - a placeholder carrying a type inside Chain compilation
@@ -465,6 +780,9 @@ def _scalar(v, type_: str, comp: _Compiler, node):
         return int(v)
     f = float(v)
     if not math.isfinite(f):
+        if comp.ext:
+            raise comp.err(node, f"arithmetic fault in expression {comp.whole!r}: '{node}' is not finite (division "
+                           "by zero, overflow or invalid argument)")
         raise comp.err(node, f"the constant expression '{node}' is not finite (division by zero or overflow)")
     return f
 
@@ -472,7 +790,7 @@ def _scalar(v, type_: str, comp: _Compiler, node):
 def _hint(name: str, sym: Symbols) -> str:
     import difflib
 
-    pool = list(sym.variables) + list(sym.constants) + list(sym.formulas)
+    pool = list(sym.variables) + list(sym.constants) + list(sym.formulas) + list(sym.columns)
     close = difflib.get_close_matches(name, pool, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -502,6 +820,8 @@ def _map_children(expr, f):
         return Binary(expr.op, f(expr.left), f(expr.right), expr.line, expr.col)
     if isinstance(expr, Chain):
         return Chain(f(expr.first), [(op, f(e)) for op, e in expr.rest], expr.line, expr.col)
+    if isinstance(expr, Comparison):
+        return Comparison(f(expr.first), [(op, f(e)) for op, e in expr.rest], expr.line, expr.col)
     if isinstance(expr, Ite):
         return Ite(f(expr.cond), f(expr.then), f(expr.other), expr.line, expr.col)
     if isinstance(expr, Call):
@@ -605,7 +925,7 @@ def iter_names(expr):
             stack.append(e.arg)
         elif isinstance(e, Binary):
             stack += [e.right, e.left]
-        elif isinstance(e, Chain):
+        elif isinstance(e, (Chain, Comparison)):
             stack += [x for _, x in reversed(e.rest)] + [e.first]
         elif isinstance(e, Ite):
             stack += [e.other, e.then, e.cond]

@@ -54,11 +54,12 @@ from dataclasses import dataclass, field
 from .lexer import MAX_NESTING, PrismSyntaxError, PrismUnsupportedError, Source, Token, deep_recursion, tokenize
 
 __all__ = [
-    "Expr", "Literal", "Ident", "LabelRef", "Unary", "Binary", "Chain", "Ite", "Call",
+    "Expr", "Literal", "Ident", "LabelRef", "Unary", "Binary", "Comparison", "Chain", "Ite", "Call",
     "Bound", "PathFormula", "RewardPath", "QueryNode", "FilterNode",
     "ConstDecl", "VarDecl", "Assign", "UpdateNode", "CommandNode", "ModuleNode", "RenamedModuleNode",
     "RewardItem", "RewardsNode", "ModelFile", "PropertyNode", "PropertiesFile",
-    "parse_model_text", "parse_properties_text", "FUNCTIONS", "FILTER_OPERATORS",
+    "parse_model_text", "parse_properties_text", "parse_native", "FUNCTIONS", "EXTENDED_FUNCTIONS",
+    "FILTER_OPERATORS", "NATIVE_WORDS",
 ]
 
 #: PRISM's filter operators (aliases: ``+`` is ``sum``, ``&`` is ``forall``, ``|`` is ``exists``)
@@ -69,6 +70,10 @@ _FILTER_ALIAS = {"+": "sum", "&": "forall", "|": "exists"}
 #: functions of PRISM expressions: name -> (min, max) number of arguments (None: any)
 FUNCTIONS = {"min": (1, None), "max": (1, None), "floor": (1, 1), "ceil": (1, 1), "round": (1, 1),
              "pow": (2, 2), "mod": (2, 2), "log": (2, 2)}
+#: the functions of properties and native queries: PRISM's, and abs, sqrt, exp, and log(x) (natural)
+EXTENDED_FUNCTIONS = {**FUNCTIONS, "abs": (1, 1), "sqrt": (1, 1), "exp": (1, 1), "log": (1, 2)}
+#: words that are operators in native queries (``not``, ``and``, ``or``)
+NATIVE_WORDS = ("not", "and", "or")
 
 SUPPORTED_TYPES = {"ctmc": "ctmc", "stochastic": "ctmc", "dtmc": "dtmc", "probabilistic": "dtmc"}
 UNSUPPORTED_TYPES = {"mdp", "nondeterministic", "pta", "pomdp", "popta", "ctmdp", "smg", "csg", "tsg", "lts",
@@ -139,7 +144,7 @@ class Unary(Expr):
 
 
 _BINARY_PREC = {"=>": 2, "<=>": 3, "|": 4, "&": 5, "=": 8, "!=": 8, "<": 9, "<=": 9, ">": 9, ">=": 9,
-                "+": 10, "-": 10, "*": 11, "/": 11}
+                "+": 10, "-": 10, "*": 11, "/": 11, "%": 11, "//": 11, "^": 13}
 
 
 class Binary(Expr):
@@ -150,7 +155,28 @@ class Binary(Expr):
         self.prec = _BINARY_PREC[op]
 
     def __str__(self):
+        if self.op == "^":  # right associative
+            return f"{self._wrap(self.left, strict=True)} ^ {self._wrap(self.right)}"
         return f"{self._wrap(self.left)} {self.op} {self._wrap(self.right, strict=True)}"
+
+
+class Comparison(Expr):
+    """A chain of comparisons ``e0 op1 e1 op2 e2 ...``: ``e0 op1 e1 & e1 op2 e2 & ...`` (an extension).
+
+    In PRISM ``0 < s <= 3`` would compare a boolean with a number (a type error); in
+    properties and native queries it is the chain ``0 < s & s <= 3``. ``rest`` is a list
+    of ``(op, expr)``.
+    """
+
+    __slots__ = ("first", "rest", "prec")
+
+    def __init__(self, first: Expr, rest: list, line: int = 0, col: int = 0):
+        self.first, self.rest, self.line, self.col = first, rest, line, col
+        self.prec = max(_BINARY_PREC[op] for op, _ in rest)
+
+    def __str__(self):
+        return " ".join([self._wrap(self.first, strict=True)] + [f"{op} {self._wrap(e, strict=True)}"
+                                                                 for op, e in self.rest])
 
 
 class Chain(Expr):
@@ -181,6 +207,16 @@ def _chain(first: Expr, rest: list) -> Expr:
         op, right = rest[0]
         return Binary(op, first, right, first.line, first.col)
     return Chain(first, rest, first.line, first.col)
+
+
+def _comparison(first: Expr, rest: list) -> Expr:
+    """One Binary for a single comparison, a :class:`Comparison` chain for more."""
+    if not rest:
+        return first
+    if len(rest) == 1:
+        op, right = rest[0]
+        return Binary(op, first, right, first.line, first.col)
+    return Comparison(first, rest, first.line, first.col)
 
 
 class Ite(Expr):
@@ -433,11 +469,24 @@ class PropertiesFile:
 
 # ============================================================================ the parser
 class _Parser:
-    def __init__(self, source: Source, properties: bool = False):
+    """The recursive-descent parser of model files, properties and native queries.
+
+    ``properties`` parses properties, with the extensions where PRISM has no meaning of
+    its own: comparison chains (``0 < s <= 3``), ``^`` and ``**`` (power), ``%``, ``==``,
+    ``&&``, ``||``, unary ``+``, and the functions ``abs``, ``sqrt``, ``exp``, ``log(x)``.
+    ``native`` reads exactq's native queries, which add ``//`` (floor division; no
+    comments), the words ``not``, ``and``, ``or``, and one precedence level for every
+    comparison (as the native language always had).
+    """
+
+    def __init__(self, source: Source, properties: bool = False, native: bool = False):
         self.src = source
-        self.toks = tokenize(source)
+        self.native = native
+        self.ext = properties or native
+        self.toks = tokenize(source, native=native)
         self.i = 0
-        self.properties = properties
+        self.properties = properties or native
+        self.functions = EXTENDED_FUNCTIONS if self.ext else FUNCTIONS
         self.query_depth = 0  # inside the brackets of a query (where F, G, X, U, W, R are operators)
         self.depth = 0  # nesting levels, at most MAX_NESTING
         self.in_bound = False  # parsing a time bound or threshold: 'T (' is the constant T, not a call
@@ -471,7 +520,7 @@ class _Parser:
         tok = tok or self.peek()
         prev = self.prev_text() if after is None else after
         where = f" after {prev!r}" if prev else ""
-        got = tok.describe() if tok.kind != "eof" or self.src.name != "property" else "the end of the property"
+        got = tok.describe() if tok.kind != "eof" else self.src.end_text()
         return self.src.syntax_error(tok.line, tok.col, f"expected {expected}{where}; got {got}")
 
     def expect(self, text: str, expected: str | None = None) -> Token:
@@ -545,10 +594,18 @@ class _Parser:
             rest.append(("<=>", self.disjunction()))
         return _chain(left, rest)
 
+    def _word(self, *texts: str) -> bool:
+        """An operator (or, in native queries, its word: ``and``, ``or``, ``not``) is next."""
+        tok = self.peek()
+        if tok.kind == "op":
+            return tok.text in texts
+        return self.native and tok.kind == "ident" and tok.text in texts
+
     def disjunction(self) -> Expr:
         left = self.conjunction()
         rest = []
-        while self.at("|"):
+        ops = ("|", "||", "or") if self.ext else ("|",)
+        while self._word(*ops):
             self.next()
             rest.append(("|", self.conjunction()))
         if self.at("||") and not self.in_system:
@@ -566,34 +623,49 @@ class _Parser:
     def conjunction(self) -> Expr:
         left = self.negation()
         rest = []
-        while self.at("&") and not (self.bare_assignment and self._assignment_at(1)):
+        ops = ("&", "&&", "and") if self.ext else ("&",)
+        while self._word(*ops) and not (self.bare_assignment and self._assignment_at(1)):
             self.next()
             rest.append(("&", self.negation()))
         return _chain(left, rest)
 
     def negation(self) -> Expr:
-        if self.at("!"):
+        if self._word("!", "not"):
             tok = self.next()
             self.enter(tok)
             try:
                 return Unary("!", self.negation(), tok.line, tok.col)
             finally:
                 self.leave()
-        return self.equality()
+        return self.comparison() if self.native else self.equality()
+
+    def comparison(self) -> Expr:
+        """Native queries: every comparison on one level, chains as conjunctions (``0 < q1 <= 3``)."""
+        left = self.additive()
+        rest = []
+        while self.at("<", "<=", ">", ">=", "=", "==", "!="):
+            op = self.next().text
+            rest.append(("=" if op == "==" else op, self.additive()))
+        return _comparison(left, rest)
 
     def equality(self) -> Expr:
         left = self.relational()
-        while self.at("=", "!="):
+        ops = ("=", "!=", "==") if self.ext else ("=", "!=")
+        while self.at(*ops):
             op = self.next().text
-            left = Binary(op, left, self.relational(), left.line, left.col)
+            left = Binary("=" if op == "==" else op, left, self.relational(), left.line, left.col)
         return left
 
     def relational(self) -> Expr:
         left = self.additive()
+        rest = []
         while self.at("<", "<=", ">", ">="):
             op = self.next().text
-            left = Binary(op, left, self.additive(), left.line, left.col)
-        return left
+            rest.append((op, self.additive()))
+            if not self.ext:  # PRISM: left associative (a chain is a type error there)
+                op, right = rest.pop()
+                left = Binary(op, left, right, left.line, left.col)
+        return _comparison(left, rest)
 
     def additive(self) -> Expr:
         left = self.multiplicative()
@@ -606,23 +678,39 @@ class _Parser:
     def multiplicative(self) -> Expr:
         left = self.unary()
         rest = []
-        while self.at("*", "/"):
+        ops = ("*", "/", "%", "//") if self.ext else ("*", "/")
+        while self.at(*ops):
             op = self.next().text
             rest.append((op, self.unary()))
         return _chain(left, rest)
 
     def unary(self) -> Expr:
-        if self.at("-"):
+        if self.at("-") or (self.ext and self.at("+")):
             tok = self.next()
             self.enter(tok)
             try:
                 arg = self.unary()
             finally:
                 self.leave()
+            if tok.text == "+":
+                return arg
             if isinstance(arg, Literal) and arg.type != "bool":
                 return Literal(-arg.value, arg.type, tok.line, tok.col)
             return Unary("-", arg, tok.line, tok.col)
-        return self.atom()
+        return self.power() if self.ext else self.atom()
+
+    def power(self) -> Expr:
+        """``a ^ b``, ``a ** b`` (an extension): right associative, tighter than unary minus (``-2^2`` is -4)."""
+        base = self.atom()
+        if self.at("^", "**"):
+            tok = self.next()
+            self.enter(tok)
+            try:
+                exponent = self.unary()
+            finally:
+                self.leave()
+            return Binary("^", base, exponent, base.line, base.col)
+        return base
 
     def _starts_operand(self, k: int) -> bool:
         """Whether the token ``k`` ahead can start the operand of a temporal operator (or its bound)."""
@@ -667,12 +755,15 @@ class _Parser:
             if tok.text == "func" and self.at("(", k=1):
                 raise self.unsupported(tok, "'func(...)' is outside the supported fragment; write the function "
                                        "directly, e.g. min(a, b)")
-            if self.at("(", k=1) and tok.text in FUNCTIONS:
+            if self.native and tok.text in NATIVE_WORDS:
+                raise self.error("an expression")
+            if self.at("(", k=1) and tok.text in self.functions:
                 return self.call()
             if self.at("(", k=1) and not self.in_bound:
                 self.next()
                 raise self.src.syntax_error(tok.line, tok.col, f"unknown function {tok.text!r}; valid: "
-                                            f"{', '.join(sorted(FUNCTIONS))} (PRISM has no user-defined functions)")
+                                            f"{', '.join(sorted(self.functions))} (PRISM has no user-defined "
+                                            "functions)")
             if tok.text in RESERVED:
                 raise self.src.syntax_error(tok.line, tok.col, f"expected an expression; got the keyword "
                                             f"{tok.text!r}")
@@ -697,18 +788,18 @@ class _Parser:
         self.enter(name)
         bound, self.in_bound = self.in_bound, False
         try:
-            args = [self.expression()]
-            while self.accept(","):
+            args = [] if self.at(")") else [self.expression()]
+            while args and self.accept(","):
                 args.append(self.expression())
             self.expect(")", "',' or ')'")
         finally:
             self.leave()
             self.in_bound = bound
-        lo, hi = FUNCTIONS[name.text]
+        lo, hi = self.functions[name.text]
         if len(args) < lo or (hi is not None and len(args) > hi):
-            want = f"{lo}" if lo == hi else f"at least {lo}"
+            want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
             raise self.src.syntax_error(name.line, name.col, f"function {name.text!r} takes {want} argument"
-                                        f"{'' if want == '1' else 's'}; got {len(args)}")
+                                        f"{'' if want in ('1', 'at least 1') else 's'}; got {len(args)}")
         return Call(name.text, args, name.line, name.col)
 
     # -- properties --------------------------------------------------------------
@@ -717,6 +808,8 @@ class _Parser:
         if tok.text in ("Pmin", "Pmax", "Rmin", "Rmax", "Smin", "Smax"):
             return self.at("=", "<", "<=", ">", ">=", "{", "[", k=1)
         nxt = self.peek(1)
+        if self.native and tok.text in ("P", "S", "R", "E", "T", "LRA") and self.at("[", k=1):
+            return True  # a query without its '=?' (the error says so)
         if tok.text in ("E", "T", "LRA"):  # exactq's and Storm's numerical queries: only '=?'
             return self.at("=", k=1) and self.at("?", k=2)
         if tok.text not in ("P", "S", "R"):
@@ -762,7 +855,9 @@ class _Parser:
                 self.in_bound = bound
         else:
             raise self.error("'=?' or a threshold ('>=0.9', '<0.1')", after=self.prev_text())
-        self.expect("[", f"'[' after '{op}{'=?' if relation == '=?' else relation + ' ' + str(threshold)}'")
+        if not self.at("["):
+            raise self.error("'['", after=f"{op}{'=?' if relation == '=?' else relation + ' ' + str(threshold)}")
+        self.next()
         self.enter(tok)
         self.query_depth += 1
         bound, self.in_bound = self.in_bound, False

@@ -44,6 +44,8 @@ EXPECTED = {
     ("mmck", "arrival_rate"): "total",
     ("mmck", "service_rate"): "per-server",
     ("mph1", "arrival_rate"): "total",
+    ("jsq-threshold", "arrival_rate"): "total",  # JSQ's two servers (the threshold systems bounding it)
+    ("jsq-threshold", "service_rate"): "per-server",
 }
 #: models without servers, where "total or per server" has no meaning
 NO_SERVERS = {"awp": "one congestion window (losses per round trip of the one flow)",
@@ -167,6 +169,7 @@ def test_the_json_listing_has_the_scope_and_the_aliases(capsys):
 #: a valid model of each kind with an arrival rate: (other parameters, servers, total arrival rate)
 BASE = {
     "jsq": ({"service_rates": "1,1"}, 2, 1.0),
+    "jsq-threshold": ({"service_rate": 1, "threshold": 2, "system": "jockeying"}, 2, 1.0),
     "sed": ({"service_rates": "1,1", "phases": 2}, 2, 1.0),
     "mm1": ({}, 1, 0.5),
     "mmc": ({"servers": 2}, 2, 1.5),

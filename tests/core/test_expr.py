@@ -1,4 +1,7 @@
-"""Tests of exactq.expr: PRISM-like state expressions (precedence, semantics, errors)."""
+"""Native state expressions, read by the PRISM front end (exactq.prism.native): precedence, semantics, errors.
+
+(They were exactq.expr's own parser's; exactq.expr is a deprecated alias now.)
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exactq.errors import ModelError, QuerySyntaxError
-from exactq.expr import Expression, evaluate, parse_expression
+from exactq.prism.native import Expression, evaluate, parse_expression
 
 NS = {
     "q1": np.array([0, 3, 6, 7, 2]),
@@ -206,3 +209,17 @@ def test_matches_numpy_on_random_states(values, threshold, divisor):
         evaluate("max(q1, q2) - min(q1, q2) + abs(q1 - q2) / d ^ 2 * -1", ns),
         np.maximum(q1, q2) - np.minimum(q1, q2) + np.abs(q1 - q2) / divisor**2.0 * -1,
     )
+
+
+def test_the_deprecated_module_is_an_alias():
+    import importlib
+    import sys
+    import warnings
+
+    sys.modules.pop("exactq.expr", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("exactq.expr")
+    assert any(issubclass(w.category, DeprecationWarning) and "exactq.prism.native" in str(w.message) for w in caught)
+    assert old.parse_expression is parse_expression and old.evaluate is evaluate and old.Expression is Expression
+    np.testing.assert_array_equal(old.evaluate("0 < q1 <= 6", NS), (0 < Q1) & (Q1 <= 6))

@@ -266,6 +266,7 @@ PLUGINS = {
     "checkplug.py": """\
         from dataclasses import dataclass
         from exactq.catalogue import Model
+        from exactq.ctmc import CTMC
         from exactq.params import Param
 
         @dataclass(frozen=True)
@@ -281,6 +282,12 @@ PLUGINS = {
             def check(self):
                 if self.x < 0:
                     raise ValueError(f"x must be >= 0; got {self.x}")
+
+            def ctmc(self, truncation=None):
+                return CTMC.from_generator([[-1.0, 1.0], [1.0, -1.0]])
+
+            def ctmc_measure(self, measure, chain, sol):
+                return sol.probability(chain.states[:, 0] == 1)
         """,
     "exitplug.py": "import sys\nsys.exit(3)\n",
     "raiseplug.py": "raise ValueError('bad configuration of the plug-in')\n",

@@ -10,10 +10,10 @@ import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
-from exactq.errors import ModelError, QuerySyntaxError
-from exactq.expr import parse_expression
+from exactq.errors import ModelError, NotApplicableError, QuerySyntaxError
 from exactq.ctmc import CTMC
 from exactq.query import (
+    TRUE,
     ExpectedTime,
     SteadyExpectation,
     SteadyProbability,
@@ -45,27 +45,50 @@ def mm1k_chain(lam=1.0, mu=2.0, K=6, initial=0):
 
 
 # ----------------------------------------------------------------------------- parsing
+def names_chain():
+    """A two-state chain with the variables, label and constant the parsing tests name."""
+    Q = sp.csr_matrix([[-1.0, 1.0], [2.0, -2.0]])
+    states = np.array([[0, 0, 0, 0, 0, 0, 0, 0], [6, 1, 1, 0, 1, 2, 1, 1]])
+    space = StateSpace(states, ["q1", "q2", "a", "b", "c", "q", "x", "y"])
+    return CTMC(space=space, Q=Q, cut_rate=np.zeros(2), jumps=np.ones(8, np.int64), constants={"K": 6},
+                labels={"full": np.array([False, True])})
+
+
 def test_parse_each_kind():
-    q = parse_query("S=? [ q1 > 5 & q2 = 0 ]")
-    assert isinstance(q, SteadyProbability) and q.expr == parse_expression("(q1>5)&(q2==0)")
-    q = parse_query("E=?[q1+q2]")
-    assert isinstance(q, SteadyExpectation) and q.expr.names == {"q1", "q2"}
-    q = parse_query("P=? [ F<=10 q1 = K ]")
-    assert isinstance(q, Until) and q.time_bound == 10.0 and q.left == parse_expression("true")
-    q = parse_query("P=? [ a U<=2.5 b ]")
+    chain = names_chain()
+    q = parse_query("S=? [ q1 > 5 & q2 = 0 ]").bind(chain)
+    assert isinstance(q, SteadyProbability) and q.expr.type == "bool" and q.expr.text == "q1 > 5 & q2 = 0"
+    q = parse_query("E=?[q1+q2]").bind(chain)
+    assert isinstance(q, SteadyExpectation) and q.expr.on_chain(chain).tolist() == [0, 7]
+    q = parse_query("P=? [ F<=10 q1 = K ]").bind(chain)
+    assert isinstance(q, Until) and q.time_bound == 10.0 and q.left == TRUE
+    q = parse_query("P=? [ a U<=2.5 b ]").bind(chain)
     assert (q.left.text, q.right.text, q.time_bound) == ("a", "b", 2.5)
-    q = parse_query("P=? [ (a | c) U (b & !a) ]")
-    assert q.time_bound is None and not q.is_bounded and q.left.names == {"a", "c"}
-    q = parse_query("T=? [ F q = 0 ]")
-    assert isinstance(q, ExpectedTime) and q.target == parse_expression("q == 0")
-    assert q.kind == "expected_time" and str(q) == "T=? [ F q = 0 ]"
+    q = parse_query("P=? [ (a | c) U (b & !a) ]").bind(chain)
+    assert q.time_bound is None and not q.is_bounded and q.left.on_chain(chain).tolist() == [False, True]
+    text = "T=? [ F q = 0 ]"
+    q = parse_query(text)
+    assert q.kind == "expected_time" and str(q) == text
+    q = q.bind(chain)
+    assert isinstance(q, ExpectedTime) and q.target.on_chain(chain).tolist() == [True, False]
+    assert q.kind == "expected_time" and str(q) == text
+    # PRISM's forms are native queries too
+    assert [parse_query(t).kind for t in ("P>=0.9 [ F q = 0 ]", "P=? [ G<=2 a ]", "P=? [ X a ]", 'R{"r"}=? [ S ]',
+                                          "filter(max, P=? [ F a ], b)", "1 - P=? [ F a ]")] == [
+        "threshold", "globally", "next", "reward", "filter", "formula"]
+    q = parse_query("P=? [ F[1,2.5] full ]").bind(chain)
+    assert (q.lower_bound, q.time_bound) == (1.0, 2.5)
 
 
 def test_parse_whitespace_insensitive_and_equivalences():
+    chain = names_chain()
     assert parse_query("P=?[F<=3 x>1]") == parse_query("  P =?  [ F <= 3   x > 1 ]  ")
-    assert parse_query("P=? [ F b ]") == parse_query("P=? [ true U b ]")
-    assert parse_query("P=? [ F<2 b ]") == parse_query("P=? [ F<=2 b ]")
-    assert parse_query("P=? [ F<=1e1 b ]").time_bound == 10.0
+    assert parse_query("S=? [ q1 == 5 ]") == parse_query("S=? [ q1 = 5 ]")
+    f, u = parse_query("P=? [ F b ]").bind(chain), parse_query("P=? [ true U b ]").bind(chain)
+    assert f.left == u.left == TRUE and f.time_bound == u.time_bound is None
+    assert parse_query("P=? [ F<2 b ]").bind(chain).time_bound == parse_query("P=? [ F<=2 b ]").bind(chain).time_bound
+    assert parse_query("P=? [ F<=1e1 b ]").bind(chain).time_bound == 10.0
+    assert parse_query("P=? [ F<=K b ]").bind(chain).time_bound == 6.0  # a bound may name the chain's constants
     q = parse_query("S=? [ x ]")
     assert parse_query(q) is q
 
@@ -73,36 +96,47 @@ def test_parse_whitespace_insensitive_and_equivalences():
 @pytest.mark.parametrize(
     "text, column, fragment",
     [
-        ("X=? [ a ]", 1, "expected one of S=?, E=?, P=?, T=?; got 'X'"),
-        ("", 1, "expected one of S=?, E=?, P=?, T=?; got end of input"),
-        ("S [ a ]", 3, "expected '=?' after 'S'; got '['"),
-        ("P>0.5 [ F b ]", 2, "only numerical queries"),
+        ("X=? [ a ]", 1, "expected one of S=?, E=?, P=?, T=?, R=?, LRA=? (the query operators); got 'X'"),
+        ("", 1, "expected one of S=?, E=?, P=?, T=?, R=?, LRA=?, a threshold or filter(...); got end of input"),
+        ("S [ a ]", 3, "expected '=?' or a threshold ('>=0.9', '<0.1') after 'S'; got '['"),
         ("S=? a ]", 5, "expected '[' after 'S=?'; got 'a'"),
         ("S=? [ a", 8, "expected ']'"),
         ("S=? [ a ] b", 11, "expected the end of the query after ']'; got 'b'"),
         ("S=? [ ]", 7, "expected an expression after '['; got ']'"),
         ("S=? [ q1 > 5 & ) ]", 16, "expected an expression after '&'; got ')'"),
         ("S=? [ q1 + ]", 12, "expected an expression after '+'; got ']'"),
-        ("P=? [ F<=-1 b ]", 10, "time bound must be >= 0; got '-1'"),
-        ("P=? [ F<=t b ]", 10, "expected a number >= 0 (the time bound) after '<='; got 't'"),
-        ("P=? [ a U<= ]", 13, "expected a number"),
+        ("P=? [ a U<= ]", 13, "expected an expression after '<='; got ']'"),
         ("P=? [ F<=3 ]", 12, "expected an expression after '3'; got ']'"),
-        ("P=? [ F>=3 b ]", 8, "only upper time bounds"),
-        ("P=? [ F[0,5] b ]", 8, "interval bounds"),
         ("P=? [ a ]", 7, "expected a path formula"),
         ("P=? [ U b ]", 7, "expected an expression after '['; got 'U'"),
-        ("P=? [ a U b U c ]", 13, "nested path formulas are not supported"),
         ("T=? [ b ]", 7, "expected 'F'"),
         ("T=? [ F<=3 b ]", 8, "T=? takes an unbounded 'F b'"),
         ("E=? [ q1 # 2 ]", 10, "unexpected character '#'"),
+        ("S=? [ q1 > 5 // 2 ]", 6, ""),  # '//' is floor division in a native query, not a comment: it parses
     ],
 )
 def test_syntax_errors(text, column, fragment):
+    if not fragment:
+        assert parse_query(text).kind == "steady_probability"
+        return
     with pytest.raises(QuerySyntaxError) as exc:
         parse_query(text)
     msg = str(exc.value)
     assert msg.startswith(f"query syntax error at column {column}: "), msg
     assert fragment in msg, msg
+
+
+@pytest.mark.parametrize("text, error, fragment", [
+    ("P=? [ F<=-1 b ]", ModelError, "query, column 10: the time bound must be >= 0; got -1 = -1"),
+    ("P=? [ F<=t b ]", ModelError, "query, column 10: unknown name 't'"),
+    ("P=? [ a U b U c ]", NotApplicableError, "a second temporal operator 'U' in one path formula"),
+    ("P>1.5 [ F b ]", ModelError, "the probability bound must be in [0, 1]"),
+    ("S=? [ q1 / 2 ]", ModelError, "type error: the argument of S must be a condition; got the double expression"),
+])
+def test_errors_once_bound_to_a_chain(text, error, fragment):
+    with pytest.raises(error) as exc:
+        parse_query(text).bind(names_chain())
+    assert fragment in str(exc.value) and "\n" not in str(exc.value)
 
 
 # ----------------------------------------------------------------------------- checking
@@ -202,7 +236,7 @@ def test_check_errors():
         check(chain, "S=? [ q + 1 ]")
     with pytest.raises(ModelError, match="unknown name 'q2'"):
         check(chain, "E=? [ q2 ]")
-    with pytest.raises(ModelError, match="the target of the path formula must be a condition"):
+    with pytest.raises(ModelError, match="the target of F must be a condition"):
         check(chain, "P=? [ F q ]")
     with pytest.raises(QuerySyntaxError):
         check(chain, "S=? [ q > ]")

@@ -151,13 +151,13 @@ def test_write_and_read_keep_numbers_text_and_infinities(tmp_path):
 # ------------------------------------------------------------------- resumption
 def _count_solves(monkeypatch):
     calls = []
-    original = SWEEP.run_point
+    original = BACKENDS._solve_point
 
     def counting(task):
         calls.append(dict(task["params"]))
         return original(task)
 
-    monkeypatch.setattr(SWEEP, "run_point", counting)
+    monkeypatch.setattr(BACKENDS, "_solve_point", counting)
     return calls
 
 
@@ -398,9 +398,6 @@ def test_a_sweep_leaves_no_worker_behind(monkeypatch):
 
 def test_warm_start_meets_tol_and_skips_the_small_levels():
     """Each point starts at its neighbour's last but one level: fewer levels, the same answer within tol."""
-    import importlib
-
-    importlib.import_module("exactq.sweep")._WARM.clear()
     kw = dict(model="jsq", fixed={"service_rates": "1,2"}, over={"arrival_rate": "2.0:2.6:4"},
               measure="mean_number", method="ctmc", tol=1e-9, backend="serial", as_frame=False)
     cold = exactq.sweep(**kw)
