@@ -124,13 +124,23 @@ LU_BYTES_PER_ENTRY = 16
 LU_FLOPS_PER_SECOND = 2e9
 #: iterations an iterative solve is expected to take when choosing (each ~ 8 nnz flops)
 EXPECTED_ITERATIONS = 300
-#: a direct LU is preferred while its predicted work is below this many times the expected iterative work
-#: (measured: BiCGSTAB took 23-30 iterations on reaction networks, 80-220 on FMS and Kanban)
+#: flops per second of one BiCGSTAB iteration's sparse products and triangular solves (measured: 262k flops
+#: per iteration in 0.36 ms on Kanban's 4,600 states, with the certificate's iterations counted)
+ITERATIVE_FLOPS_PER_SECOND = 0.7e9
+#: seconds of interpreter work per iteration besides the flops (SciPy's BiCGSTAB loop, the callbacks)
+ITERATION_OVERHEAD_SECONDS = 2e-5
+#: a direct LU is preferred while its predicted time is below this many times the expected iterative time
+#: (measured: BiCGSTAB took 12-100 iterations on the cluster, FMS and Kanban chains of 3,574-10,132 states,
+#: 23-30 on reaction networks, 80-220 on FMS and Kanban at 36k-58k states)
 DIRECT_PREFERENCE = 1.0
 #: restarts of BiCGSTAB after a breakdown
 MAX_RESTARTS = 20
-#: below this many unknowns the LU is always cheap (no prediction needed)
-SMALL_SYSTEM = 5000
+#: up to this many unknowns the LU is always cheap (no prediction needed); above it the fill is predicted,
+#: since a few thousand unknowns can already fill in badly (Kanban with 4,600 states: an LU of 2.7-4.0M
+#: entries, 0.34-0.56 s, against 0.054 s for BiCGSTAB; the old limit of 5,000 took the LU there)
+SMALL_SYSTEM = 200
+#: below this many unknowns the certificate's vector of :func:`error_bound` comes from a sparse LU
+CERTIFICATE_LU_MAX = 5000
 
 
 @dataclass
@@ -246,6 +256,7 @@ def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto") -> t
     details = pred.as_dict()
     budget = memory_budget()
     iterative_flops = EXPECTED_ITERATIONS * 8.0 * A.nnz
+    iterative_seconds = iterative_flops / ITERATIVE_FLOPS_PER_SECOND + EXPECTED_ITERATIONS * ITERATION_OVERHEAD_SECONDS
     if asked == "direct":
         if pred.kind == "nested dissection":
             require_memory(pred.bytes, f"the sparse LU of {A.shape[0]} unknowns (predicted {pred.nnz:.3g} entries)",
@@ -256,7 +267,7 @@ def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto") -> t
     if pred.kind == "small":
         return "direct", {**details, "why": f"small system ({A.shape[0]} unknowns)"}
     fits = budget is None or pred.bytes <= budget
-    if fits and pred.flops <= DIRECT_PREFERENCE * iterative_flops:
+    if fits and pred.seconds <= DIRECT_PREFERENCE * iterative_seconds:
         return "direct", {**details, "why": f"predicted LU {format_bytes(pred.bytes)}, ~{pred.seconds:.2g} s "
                                             f"({pred.kind})"}
     if not fits:
@@ -264,7 +275,7 @@ def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto") -> t
               f"budget {format_bytes(budget)}"
     else:
         why = f"predicted LU work {pred.flops:.3g} flops (~{pred.seconds:.3g} s, {pred.kind}) > " \
-              f"{DIRECT_PREFERENCE:g} x an iterative solve's ({iterative_flops:.3g})"
+              f"{DIRECT_PREFERENCE:g} x an iterative solve's ({iterative_flops:.3g} flops, ~{iterative_seconds:.3g} s)"
     return "bicgstab", {**details, "why": why}
 
 
@@ -387,7 +398,7 @@ def error_bound(A: sp.spmatrix, x: np.ndarray, b: np.ndarray, *, prec: GaussSeid
     r = b - Aop @ x
     rinf = float(np.abs(r).max(initial=0.0))
     if v is None:
-        if n <= SMALL_SYSTEM:
+        if n <= CERTIFICATE_LU_MAX:
             v = spla.spsolve(Aop.tocsc(), np.ones(n))
         else:
             v, _ = solve_iterative(A, np.ones(n), rtol=1e-6, trans=trans, prec=prec, maxiter=max(200, n // 50))
