@@ -236,3 +236,34 @@ def test_huge_time_bounds_stop_at_the_unbounded_limit_with_a_bound():
     exact = 1.0 / (1.0 + ratios.sum())
     assert abs(p3[1] - exact) <= info3["truncated_mass"] + 1e-14 and 0 < exact < 1
     assert "steady_state_detection" in info3
+
+
+@pytest.mark.parametrize("order", ["rows", "columns"])
+def test_both_storage_orders_of_the_products_agree_with_expm(order, monkeypatch):
+    """The products' storage order is chosen by a timed trial; either order gives the same distribution."""
+    import exactq.solvers.transient as tr
+
+    rng = np.random.default_rng(7)
+    n = 40
+    R = sp.random(n, n, density=0.2, random_state=rng, format="csr") * 3.0
+    R.setdiag(0.0)
+    R.eliminate_zeros()
+    Q = (R - sp.diags(np.asarray(R.sum(axis=1)).ravel())).tocsr()
+    p0 = np.zeros(n)
+    p0[0] = 1.0
+    t = 40.0 / (1.02 * float(np.max(-Q.diagonal())))  # about 40 products
+    monkeypatch.setattr(tr, "TRIAL_MIN_PRODUCTS", 0)  # a trial even for this short series
+    orig = tr._Stepper.__init__
+
+    def init(self, *a, **k):  # then `order`, whichever the trial picked
+        orig(self, *a, **k)
+        assert self.trial is not None
+        if self.order != order:
+            M = sp.csr_matrix(self.M) if order == "rows" else sp.csc_matrix(self.M)
+            self.M, self.order = M, order
+            self.kernel = tr._csr_matvec if order == "rows" else tr._csc_matvec
+
+    monkeypatch.setattr(tr._Stepper, "__init__", init)
+    p, _ = transient(Q, p0, t)
+    exact = expm_multiply((Q * t).T.tocsc(), p0)
+    assert np.allclose(p, exact, rtol=0, atol=1e-12)
