@@ -248,3 +248,22 @@ def test_from_generator_chains_use_the_same_choice():
     st = exactq.solvers.stationary.solve_stationary(CTMC.from_generator(Q, ["n"]))
     assert st.info["solver"]["name"] == "direct"
     np.testing.assert_allclose(st.pi, product_form((6000,)), rtol=1e-8, atol=1e-300)
+
+
+def test_bicgstab_redoes_an_improbable_reference_from_its_answer_with_a_certificate(monkeypatch):
+    """An improbable reference is redone warm (few iterations), the first certificate skipped, the last stated."""
+    import exactq.solvers.stationary as stmod
+
+    n, lam, mu = 16, 0.3, 1.0  # birth-death chain: pi_i proportional to 0.3^i
+    up, down = np.full(n - 1, lam), np.full(n - 1, mu)
+    Q = sp.diags([down, -np.r_[up, 0.0] - np.r_[0.0, down], up], [-1, 0, 1], format="csr")
+    exact = 0.3 ** np.arange(n)
+    exact /= exact.sum()
+    # a flat mass estimate keeps the given reference, the last state (probability 1.4e-8 of the first)
+    monkeypatch.setattr(stmod, "_mass_estimate", lambda Q, sweeps=3: np.ones(Q.shape[0]))
+    st = stationary(Q, method="bicgstab", reference=n - 1)
+    assert len(st.info["recovery"]) == 1 and "improbable" in st.info["recovery"][0]["why"]
+    assert st.info["solver"]["iterations"] <= 5  # started from the first answer
+    bound = st.info["error_bound_l1"]
+    assert np.abs(st.pi - exact).sum() <= bound < 1e-9
+    np.testing.assert_allclose(st.pi[:8], exact[:8], rtol=1e-9)
