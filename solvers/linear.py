@@ -231,10 +231,14 @@ def _envelope(A: sp.spmatrix) -> LUPrediction:
     S.data = np.ones_like(S.data)
     S = (S + S.T).tocsr()
     perm = reverse_cuthill_mckee(S, symmetric_mode=True)
-    P = S[perm][:, perm].tocsr()
-    rows = np.repeat(np.arange(n), np.diff(P.indptr))
+    # the first column of each row in the permuted order, without forming the permuted matrix (that copy took
+    # 0.26 s of 0.35 s at 152,712 states): row perm[k] of S is row k of S[perm][:, perm], its columns inv[j]
+    inv = np.empty(n, dtype=np.int64)
+    inv[perm] = np.arange(n)
     first = np.full(n, n, dtype=np.int64)
-    np.minimum.at(first, rows, P.indices)
+    nonempty = np.flatnonzero(np.diff(S.indptr) > 0)
+    if nonempty.size:
+        first[inv[nonempty]] = np.minimum.reduceat(inv[S.indices], S.indptr[nonempty])
     first = np.minimum(first, np.arange(n))
     # the LU's row i of L (column i of U) lies within [first_i, i]: the envelope is closed under elimination
     width = (np.arange(n) - first).astype(float)
