@@ -159,7 +159,11 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     eps : float
         Truncation bound of the Fox–Glynn weights for time-bounded queries.
     solver : str
-        The stationary solver for steady-state queries.
+        The solver by name, from the registry: a stationary solver (``gmres``,
+        ``power``, ...) for steady-state queries, a linear solver
+        (:func:`exactq.solvers.linear.linear_solvers`) for the systems of unbounded
+        reachability, expected time and expected reward; ``direct`` and ``bicgstab``
+        are both. A query whose kind has no solver of that name uses ``auto``.
     strict : bool
         Raise on non-convergence of the stationary solver.
     rewards : dict of str -> RewardStructure, optional
@@ -205,6 +209,12 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     True
     """
     t0 = time.perf_counter()
+    stationary_names, linear_names = _solver_names()
+    if solver not in stationary_names and solver not in linear_names:
+        valid = list(dict.fromkeys(["auto", *stationary_names, *linear_names]))
+        raise ModelError(f"solver must be one of {', '.join(valid)} (steady state: "
+                         f"{', '.join(n for n in stationary_names if n != 'auto')}; linear systems: "
+                         f"{', '.join(n for n in linear_names if n != 'auto')}); got {solver!r}")
     q = parse_query(query)
     if isinstance(q, NativeQuery):  # a native query: compiled against this chain's symbols
         q = q.bind(chain)
@@ -245,6 +255,15 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     return answer
 
 
+def _solver_names() -> tuple[list[str], list[str]]:
+    """The registry's solver names a query can be given: (stationary, linear), each with ``auto``."""
+    from exactq.api import stationary_solvers
+
+    from .linear import linear_solvers
+
+    return ["auto", *stationary_solvers()], linear_solvers()
+
+
 def _default_state_text(chain):
     names = list(getattr(chain.space, "names", ())) or [f"x{k}" for k in range(chain.states.shape[1])]
 
@@ -271,9 +290,9 @@ class _Evaluator:
         self.memo: dict = {}  # per-state values of nested queries, by id (one check_chain call)
         self.parts: list = []  # what the nested queries ran (info["parts"])
         self.state_text = None
-        from .linear import LINEAR_SOLVERS  # the reachability systems take the stationary solver's name if they know it
-
-        self.linear_solver = solver if solver in LINEAR_SOLVERS else "auto"
+        # the reachability systems take the solver's name when the registry has a linear solver of that name
+        # (check_chain validated it against both families)
+        self.linear_solver = solver if solver in _solver_names()[1] else "auto"
 
     # -- nested operators ----------------------------------------------------------------
     def child(self) -> "_Evaluator":

@@ -66,10 +66,12 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from exactq.budget import format_bytes, memory_budget, require_memory
-from exactq.errors import ConvergenceError, ConvergenceWarning
+from exactq.catalogue import register_solver
+from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError
 
 __all__ = ["LUPrediction", "predict_lu", "choose", "GaussSeidel", "solve_iterative", "error_bound",
-           "LINEAR_SOLVERS", "solve_mmatrix", "gth", "NoValidVector", "warn_or_raise", "MAX_REFERENCES"]
+           "LINEAR_SOLVERS", "solve_mmatrix", "gth", "NoValidVector", "warn_or_raise", "MAX_REFERENCES",
+           "LinearSystem", "linear_solvers", "solve_linear"]
 
 #: reference changes tried per method before falling back to another method (the stationary solvers)
 MAX_REFERENCES = 4
@@ -116,7 +118,8 @@ def gth(A: np.ndarray) -> np.ndarray:
             pi[:k + 1] /= pi[k]
     return pi / pi.sum()
 
-#: names accepted by :func:`solve_mmatrix` (and ``--option solver=...`` of the reachability queries)
+#: names accepted by :func:`solve_mmatrix` (the built-in solvers of :class:`LinearSystem`; :func:`linear_solvers`
+#: gives the registry's names, plug-ins' included)
 LINEAR_SOLVERS = ("auto", "direct", "bicgstab")
 #: bytes per entry of a SuperLU factor (value, row index, supernode bookkeeping)
 LU_BYTES_PER_ENTRY = 16
@@ -495,3 +498,101 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
             "error_bound": float(bound.max(initial=0.0)), "residual": binfo["residual_inf"]}
     info["bound_vector"] = bound
     return x, info
+
+
+# ---------------------------------------------------------------------------------
+# the registry's solvers of these systems (exactq.catalogue.register_solver)
+# ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class LinearSystem:
+    """A nonsingular M-matrix system ``A x = b`` of a chain (module docstring), as a representation.
+
+    The unbounded reachability, expected time, expected reward and absorption systems of
+    :mod:`exactq.solvers.reachability` (and through them the CSL checker's, the
+    transient analysis's limits included) are solved as this representation by the
+    solver the registry names (:func:`solve_linear`): ``linear`` (chosen by predicted
+    cost, :func:`choose`), ``direct`` or ``bicgstab``, or a plug-in's. A solver returns
+    ``(x, info)`` as :func:`solve_mmatrix` does (``info["solver"]["name"]``,
+    ``info["error_bound"]``, ``info["bound_vector"]``).
+    """
+
+    A: sp.spmatrix
+    b: np.ndarray
+    coords: np.ndarray | None = None
+    jumps: np.ndarray | None = None
+    what: str = "the linear system"
+
+
+def _system_size(system: LinearSystem) -> str | None:
+    A = system.A
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or np.shape(system.b) != (A.shape[0],):
+        return f"A must be square and b match it; got {A.shape} and {np.shape(system.b)}"
+    return None
+
+
+@register_solver(LinearSystem, name="linear", priority=100, family="linear", applies=_system_size,
+                 doc="the M-matrix system of a reachability, expected-time or expected-reward query: a sparse LU "
+                     "or Gauss-Seidel-preconditioned BiCGSTAB, chosen by the LU's predicted fill and time (each also "
+                     "registered by its own name)", options=("rtol",))
+def solve_linear_auto(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.ndarray, dict]:
+    """:func:`solve_mmatrix` with the solver chosen by predicted cost (:func:`choose`)."""
+    return solve_mmatrix(system.A, system.b, solver="auto", rtol=rtol, coords=system.coords, jumps=system.jumps,
+                         what=system.what)
+
+
+@register_solver(LinearSystem, name="direct", priority=10, family="linear", applies=_system_size,
+                 doc="sparse LU (SuperLU), with the componentwise error bound from the same factors",
+                 options=("rtol",))
+def solve_linear_direct(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.ndarray, dict]:
+    """:func:`solve_mmatrix` with ``solver="direct"``."""
+    return solve_mmatrix(system.A, system.b, solver="direct", rtol=rtol, coords=system.coords, jumps=system.jumps,
+                         what=system.what)
+
+
+@register_solver(LinearSystem, name="bicgstab", priority=10, family="linear", applies=_system_size,
+                 doc="BiCGSTAB with a Gauss-Seidel preconditioner, with a componentwise error bound",
+                 options=("rtol",))
+def solve_linear_bicgstab(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.ndarray, dict]:
+    """:func:`solve_mmatrix` with ``solver="bicgstab"``."""
+    return solve_mmatrix(system.A, system.b, solver="bicgstab", rtol=rtol, coords=system.coords,
+                         jumps=system.jumps, what=system.what)
+
+
+def linear_solvers() -> list[str]:
+    """``auto`` and the names of the registry's :class:`LinearSystem` solvers (plug-ins' included).
+
+    >>> linear_solvers()[:3]
+    ['auto', 'direct', 'bicgstab']
+    """
+    from exactq.catalogue import solver_names
+
+    names = [name for name in solver_names(LinearSystem, "linear") if name != "linear"]
+    return ["auto"] + sorted(names, key=lambda name: (name not in LINEAR_SOLVERS,
+                                                      LINEAR_SOLVERS.index(name) if name in LINEAR_SOLVERS else 0,
+                                                      name))
+
+
+def solve_linear(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: float = 1e-13, coords=None,
+                 jumps=None, what: str = "the linear system") -> tuple[np.ndarray, dict]:
+    """Solve ``A x = b`` by the registry's solver named ``solver`` (``auto``: by predicted cost).
+
+    Raises
+    ------
+    ModelError
+        For a name that is not one of :func:`linear_solvers` (one line naming the valid ones).
+
+    Examples
+    --------
+    >>> A = sp.csr_matrix([[1.0, -0.5], [-0.25, 1.0]])
+    >>> x, info = solve_linear(A, np.array([0.5, 0.75]), solver="bicgstab")
+    >>> bool(np.allclose(x, np.linalg.solve(A.toarray(), [0.5, 0.75]))), info["solver"]["name"]
+    (True, 'bicgstab')
+    """
+    from exactq.catalogue import solve_representation
+
+    valid = linear_solvers()
+    if solver not in valid:
+        raise ModelError(f"linear solver must be one of {', '.join(valid)}; got {solver!r}")
+    system = LinearSystem(A, np.asarray(b, dtype=float), coords, jumps, what)
+    return solve_representation(system, using=None if solver == "auto" else solver, rtol=rtol)
