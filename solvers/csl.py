@@ -68,7 +68,7 @@ from exactq.result import Result
 
 from .dtmc import step_bounded_until, step_cumulative, step_values
 from .reachability import absorption_values, expected_reward, expected_time, until_probability
-from .stationary import solve_stationary, stationary
+from .stationary import STATIONARY_SOLVERS, solve_stationary, stationary
 from .structure import communicating_classes
 from .transient import bounded_until, cumulative_reward, transient_values
 
@@ -209,7 +209,11 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     True
     """
     t0 = time.perf_counter()
-    stationary_names, linear_names = _solver_names()
+    from .linear import LINEAR_SOLVERS
+
+    # a built-in name needs no look-up; another one is checked against the registry (plug-ins' solvers)
+    stationary_names, linear_names = (STATIONARY_SOLVERS, LINEAR_SOLVERS) if solver in STATIONARY_SOLVERS + \
+        LINEAR_SOLVERS else _solver_names()
     if solver not in stationary_names and solver not in linear_names:
         valid = list(dict.fromkeys(["auto", *stationary_names, *linear_names]))
         raise ModelError(f"solver must be one of {', '.join(valid)} (steady state: "
@@ -292,7 +296,10 @@ class _Evaluator:
         self.state_text = None
         # the reachability systems take the solver's name when the registry has a linear solver of that name
         # (check_chain validated it against both families)
-        self.linear_solver = solver if solver in _solver_names()[1] else "auto"
+        from .linear import LINEAR_SOLVERS
+
+        self.linear_solver = solver if solver in LINEAR_SOLVERS or (
+            solver not in STATIONARY_SOLVERS and solver in _solver_names()[1]) else "auto"
 
     # -- nested operators ----------------------------------------------------------------
     def child(self) -> "_Evaluator":

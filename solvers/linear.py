@@ -27,13 +27,14 @@ This module decides *how* to solve them, before doing it:
 :func:`choose`
     Direct LU when the prediction fits the memory budget
     (:func:`exactq.budget.memory_budget`) and its work is below what an iterative
-    solve is expected to cost; otherwise BiCGSTAB preconditioned by a Gauss-Seidel
-    sweep (:class:`GaussSeidel`). A solver asked for by name runs even if predicted
+    solve is expected to cost; otherwise BiCGSTAB preconditioned by a symmetric
+    Gauss-Seidel sweep (:class:`SymmetricGaussSeidel`). A solver asked for by name runs even if predicted
     slow, but a direct LU predicted (by nested dissection) over the budget is refused in one line.
 :func:`solve_iterative`
-    BiCGSTAB (van der Vorst 1992) with the forward Gauss-Seidel preconditioner
-    ``M = D + L`` (the lower triangle of ``A``), applied by SuperLU's triangular solves
-    of ``M`` itself (a triangular matrix factorises without fill).
+    BiCGSTAB (van der Vorst 1992) with the symmetric Gauss-Seidel preconditioner
+    ``M = (D + L) D^-1 (D + U)`` (a forward and a backward sweep), applied by SuperLU's
+    triangular solves of the two triangles of ``A`` (a triangular matrix factorises
+    without fill); the forward sweep alone, ``M = D + L``, is :class:`GaussSeidel`.
 :func:`error_bound`
     The a-posteriori bound of an approximate solution: with ``v > 0`` and ``A v >= g 1``
     (``g > 0``, verified by one product), ``A^-1 1 <= v / g``, so
@@ -69,7 +70,8 @@ from exactq.budget import format_bytes, memory_budget, require_memory
 from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError
 
-__all__ = ["LUPrediction", "predict_lu", "choose", "GaussSeidel", "solve_iterative", "error_bound",
+__all__ = ["LUPrediction", "predict_lu", "choose", "GaussSeidel", "SymmetricGaussSeidel", "PRECONDITIONER",
+           "solve_iterative", "error_bound",
            "LINEAR_SOLVERS", "solve_mmatrix", "gth", "NoValidVector", "warn_or_raise", "MAX_REFERENCES",
            "LinearSystem", "linear_solvers", "solve_linear"]
 
@@ -301,8 +303,56 @@ class GaussSeidel:
             raise ZeroDivisionError("Gauss-Seidel needs a nonzero diagonal")
         self.lu = spla.splu(M, permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
 
+    #: how the solvers' info names it
+    name = "gauss-seidel"
+
     def solve(self, r: np.ndarray, trans: bool = False) -> np.ndarray:
         return self.lu.solve(r, trans="T" if trans else "N")
+
+
+class SymmetricGaussSeidel:
+    """The symmetric Gauss-Seidel preconditioner ``M = (D + L) D^-1 (D + U)`` of ``A``.
+
+    One forward and one backward sweep (SSOR with ``omega = 1``; Saad, *Iterative
+    Methods for Sparse Linear Systems*, 2nd ed. 2003, sec. 10.2.1): ``M^-1 r =
+    (D + U)^-1 D (D + L)^-1 r`` and ``M^-T r = (D + L)^-T D (D + U)^-T r``, by SuperLU's
+    triangular solves of the two triangles (natural order: no fill, no pivoting). Twice
+    the cost of :class:`GaussSeidel` per application, but BiCGSTAB needs far fewer
+    iterations on the chains of PRISM's case studies (measured, steady state to the
+    rounding level: FMS n = 4, 35,910 states, 182 -> 22 iterations and 0.46 -> 0.19 s
+    with the certificate; Kanban t = 3, 58,400 states, 132 -> 28 and 0.92 -> 0.22 s).
+
+    Examples
+    --------
+    >>> A = sp.csr_matrix([[4.0, -1.0, 0.0], [-2.0, 5.0, -1.0], [0.0, -3.0, 6.0]])
+    >>> D, L, U = np.diag(A.diagonal()), np.tril(A.toarray()), np.triu(A.toarray())
+    >>> M = L @ np.linalg.inv(D) @ U
+    >>> r = np.array([1.0, 2.0, 3.0])
+    >>> bool(np.allclose(SymmetricGaussSeidel(A).solve(r), np.linalg.solve(M, r), rtol=1e-14))
+    True
+    >>> bool(np.allclose(SymmetricGaussSeidel(A).solve(r, trans=True), np.linalg.solve(M.T, r), rtol=1e-14))
+    True
+    """
+
+    #: how the solvers' info names it
+    name = "symmetric-gauss-seidel"
+
+    def __init__(self, A: sp.spmatrix):
+        lower, upper = sp.tril(A, format="csc"), sp.triu(A, format="csc")
+        self.d = np.asarray(A.diagonal(), dtype=float)
+        if np.any(self.d == 0):
+            raise ZeroDivisionError("Gauss-Seidel needs a nonzero diagonal")
+        opts = dict(permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+        self.lower, self.upper = spla.splu(lower, **opts), spla.splu(upper, **opts)
+
+    def solve(self, r: np.ndarray, trans: bool = False) -> np.ndarray:
+        if trans:
+            return self.lower.solve(self.d * self.upper.solve(r, trans="T"), trans="T")
+        return self.upper.solve(self.d * self.lower.solve(r))
+
+
+#: the preconditioner of BiCGSTAB (:func:`solve_iterative`, the reachability and steady-state systems)
+PRECONDITIONER = SymmetricGaussSeidel
 
 
 def _blas_single_thread():
@@ -318,9 +368,12 @@ def _blas_single_thread():
 
 
 def solve_iterative(A: sp.spmatrix, b: np.ndarray, *, x0: np.ndarray | None = None, rtol: float = 1e-13,
-                    maxiter: int | None = None, trans: bool = False, prec: GaussSeidel | None = None,
+                    maxiter: int | None = None, trans: bool = False, prec=None,
                     accept: float | None = None) -> tuple[np.ndarray, dict]:
-    """BiCGSTAB with the Gauss-Seidel preconditioner on ``A x = b`` (or ``A^T x = b``).
+    """BiCGSTAB with a Gauss-Seidel preconditioner on ``A x = b`` (or ``A^T x = b``).
+
+    ``prec`` (a :class:`SymmetricGaussSeidel` or :class:`GaussSeidel` of ``A``) defaults
+    to :data:`PRECONDITIONER`.
 
     Iterates towards ``||b - A x|| <= rtol ||b||``; when it stops short of that (a
     breakdown or stagnation at the rounding level) the answer still counts as converged
@@ -334,7 +387,7 @@ def solve_iterative(A: sp.spmatrix, b: np.ndarray, *, x0: np.ndarray | None = No
     """
     t0 = time.perf_counter()
     n = A.shape[0]
-    prec = prec or GaussSeidel(A)
+    prec = prec or PRECONDITIONER(A)
     Aop = A.T.tocsr() if trans else sp.csr_matrix(A)
     M = spla.LinearOperator((n, n), lambda r: prec.solve(r, trans=trans), dtype=float)
     count = [0]
@@ -365,10 +418,10 @@ def solve_iterative(A: sp.spmatrix, b: np.ndarray, *, x0: np.ndarray | None = No
         if status != 0 and best_res <= (rtol if accept is None else max(accept, rtol)):
             status = 0  # short of rtol at the rounding level, but within what was asked
     return x, {"iterations": int(count[0]), "status": int(status), "seconds": time.perf_counter() - t0,
-               "preconditioner": "gauss-seidel", "restarts": restarts, "relative_residual": best_res}
+               "preconditioner": prec.name, "restarts": restarts, "relative_residual": best_res}
 
 
-def error_bound(A: sp.spmatrix, x: np.ndarray, b: np.ndarray, *, prec: GaussSeidel | None = None,
+def error_bound(A: sp.spmatrix, x: np.ndarray, b: np.ndarray, *, prec=None,
                 trans: bool = False, v: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """Componentwise bound on ``|x* - x|`` for the M-matrix system ``A x = b`` (module docstring).
 
@@ -377,7 +430,7 @@ def error_bound(A: sp.spmatrix, x: np.ndarray, b: np.ndarray, *, prec: GaussSeid
     A : (n, n) sparse nonsingular M-matrix
     x, b : (n,) arrays
         The approximate solution and the right-hand side.
-    prec : GaussSeidel, optional
+    prec : SymmetricGaussSeidel or GaussSeidel, optional
         Reused for the solve of ``A v = 1``.
     trans : bool
         Bound for ``A^T x = b`` instead (then ``v`` solves ``A^T v = 1``).
@@ -474,9 +527,9 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
             v = lu.solve(np.ones(n))  # the certificate's vector from the same factors
             details.update(seconds=time.perf_counter() - t0, lu_nnz=int(lu.nnz))
         else:
-            prec = GaussSeidel(A)
+            prec = PRECONDITIONER(A)
             x, it = solve_iterative(A, b, rtol=rtol, prec=prec)
-            details.update(iterations=it["iterations"], status=it["status"], preconditioner="gauss-seidel")
+            details.update(iterations=it["iterations"], status=it["status"], preconditioner=prec.name)
             if it["status"] != 0 or not np.all(np.isfinite(x)):
                 tried.append(f"bicgstab: status {it['status']} after {it['iterations']} iterations")
                 if solver == "auto":
@@ -533,7 +586,7 @@ def _system_size(system: LinearSystem) -> str | None:
 
 @register_solver(LinearSystem, name="linear", priority=100, family="linear", applies=_system_size,
                  doc="the M-matrix system of a reachability, expected-time or expected-reward query: a sparse LU "
-                     "or Gauss-Seidel-preconditioned BiCGSTAB, chosen by the LU's predicted fill and time (each also "
+                     "or symmetric-Gauss-Seidel-preconditioned BiCGSTAB, chosen by the LU's predicted fill and time (each also "
                      "registered by its own name)", options=("rtol",))
 def solve_linear_auto(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.ndarray, dict]:
     """:func:`solve_mmatrix` with the solver chosen by predicted cost (:func:`choose`)."""
@@ -551,7 +604,7 @@ def solve_linear_direct(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[n
 
 
 @register_solver(LinearSystem, name="bicgstab", priority=10, family="linear", applies=_system_size,
-                 doc="BiCGSTAB with a Gauss-Seidel preconditioner, with a componentwise error bound",
+                 doc="BiCGSTAB with a symmetric Gauss-Seidel preconditioner, with a componentwise error bound",
                  options=("rtol",))
 def solve_linear_bicgstab(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.ndarray, dict]:
     """:func:`solve_mmatrix` with ``solver="bicgstab"``."""

@@ -13,7 +13,7 @@ Methods
 ``gmres``
     GMRES on the same reduced system, preconditioned by an incomplete LU (``spilu``).
 ``bicgstab``
-    BiCGSTAB on the same reduced system with a Gauss-Seidel preconditioner
+    BiCGSTAB on the same reduced system with a symmetric Gauss-Seidel preconditioner
     (:mod:`exactq.solvers.linear`), iterated to the rounding level; the answer carries
     ``info["error_bound_l1"]``, a bound on ``||pi* - pi||_1`` from the residual and the
     expected hitting times of the reference state (:func:`_l1_bound`). ``auto`` picks
@@ -336,7 +336,7 @@ register_solver(DTMC, name="stationary", priority=100, family="stationary",
 #: each stationary algorithm, registered by its name (``--option solver=NAME``, ``method=NAME``): what it needs
 ALGORITHMS = {
     "direct": "sparse LU of the reduced M-matrix (SuperLU, fill-reducing ordering from the states' geometry)",
-    "bicgstab": "BiCGSTAB with a Gauss-Seidel preconditioner, with an l1 error bound",
+    "bicgstab": "BiCGSTAB with a symmetric Gauss-Seidel preconditioner, with an l1 error bound",
     "gmres": "ILU-preconditioned GMRES on the reduced system",
     "power": "power iteration on the uniformised chain",
     "gth": f"Grassmann-Taksar-Heyman elimination, dense (at most {GTH_MAX_STATES} states)",
@@ -819,7 +819,7 @@ def _l1_bound(B, x, b, m) -> float:
 
 
 def _bicgstab(Q, ref, rtol, maxiter, *, x0=None, certify="probable"):
-    """BiCGSTAB with a Gauss-Seidel preconditioner on ``-B x = -b`` (:mod:`exactq.solvers.linear`).
+    """BiCGSTAB with a symmetric Gauss-Seidel preconditioner on ``-B x = -b`` (:mod:`exactq.solvers.linear`).
 
     The iteration runs to the rounding level (``||b - B x||_2 <= 1e-15 ||b||_2``, or until
     it stagnates: a result within ``rtol / 10`` counts as converged; a tighter residual
@@ -835,19 +835,19 @@ def _bicgstab(Q, ref, rtol, maxiter, *, x0=None, certify="probable"):
     reference state is improbable (below :data:`IMPROBABLE` of the largest entry), since
     that answer is then redone with a likelier reference; ``"always"`` computes it.
     """
-    from .linear import GaussSeidel, solve_iterative
+    from .linear import PRECONDITIONER, solve_iterative
 
     n = Q.shape[0]
     B, b, perm = _reduced_system(Q, ref, None)
     A = (-B).tocsr()
-    prec = GaussSeidel(A)
+    prec = PRECONDITIONER(A)
     start = None
     if x0 is not None:
         x0 = np.asarray(x0, dtype=float)
         if np.all(np.isfinite(x0)) and x0[ref] > 0 and np.all(x0 >= 0):
             start = x0[perm] / x0[ref]
     x, it = solve_iterative(A, -b, x0=start, rtol=1e-15, accept=0.1 * rtol, maxiter=maxiter, prec=prec)
-    info = {"solver": {"name": "bicgstab+gauss-seidel", "iterations": it["iterations"], "status": it["status"]}}
+    info = {"solver": {"name": f"bicgstab+{prec.name}", "iterations": it["iterations"], "status": it["status"]}}
     if it["status"] != 0 and np.all(np.isfinite(x)):
         # stopped short of the rounding level (a breakdown, stagnation): what counts is the chain's own test
         pi = _assemble(x, perm, ref, n)
