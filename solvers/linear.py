@@ -70,7 +70,7 @@ from exactq.budget import format_bytes, memory_budget, require_memory
 from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError
 
-__all__ = ["LUPrediction", "predict_lu", "choose", "GaussSeidel", "SymmetricGaussSeidel", "PRECONDITIONER",
+__all__ = ["LUPrediction", "predict_lu", "choose", "block_triangular_order", "GaussSeidel", "SymmetricGaussSeidel", "PRECONDITIONER",
            "solve_iterative", "error_bound",
            "LINEAR_SOLVERS", "solve_mmatrix", "gth", "NoValidVector", "warn_or_raise", "MAX_REFERENCES",
            "LinearSystem", "linear_solvers", "solve_linear"]
@@ -470,6 +470,98 @@ def error_bound(A: sp.spmatrix, x: np.ndarray, b: np.ndarray, *, prec=None,
     return (rinf / g) * v, {"certificate_gamma": g, "residual_inf": rinf}
 
 
+def block_triangular_order(A: sp.spmatrix) -> tuple[np.ndarray, np.ndarray] | None:
+    """An order of the unknowns in which ``A`` is block lower triangular by its strongly connected components.
+
+    Returns ``(order, sizes)`` (``sizes`` of the components) or ``None`` when ``A``'s
+    graph is one component. The components come from
+    :func:`scipy.sparse.csgraph.connected_components` (Pearce's algorithm numbers them
+    as they complete, the targets of a state's edges first, so that the order of the
+    labels is a topological order of the components: the transient part of many
+    DTMCs, where a counter only grows, splits into thousands of small components); the
+    order is verified on every entry, so a different numbering gives ``None``, never a
+    wrong order (Duff & Reid, "An implementation of Tarjan's algorithm for the block
+    triangularization of a matrix", ACM TOMS 4, 1978, for the use in sparse solvers).
+
+    Examples
+    --------
+    >>> A = sp.csr_matrix([[1.0, -0.5, 0.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 1.0]])  # 0 -> 1, 2 -> 0
+    >>> order, sizes = block_triangular_order(A)
+    >>> P = A[order][:, order].toarray()
+    >>> bool(np.allclose(P, np.tril(P))), sizes.tolist()
+    (True, [1, 1, 1])
+    >>> block_triangular_order(sp.csr_matrix([[1.0, -0.5], [-0.5, 1.0]])) is None  # one component
+    True
+    """
+    from scipy.sparse.csgraph import connected_components
+
+    n = A.shape[0]
+    k, labels = connected_components(A, directed=True, connection="strong")
+    if k <= 1:
+        return None
+    C = sp.csr_matrix(A)
+    rows = np.repeat(np.arange(n), np.diff(C.indptr))
+    lr, lc = labels[rows], labels[C.indices]
+    if np.all(lr >= lc):  # block lower triangular in the order of increasing labels
+        order = np.argsort(labels, kind="stable")
+    elif np.all(lr <= lc):
+        order = np.argsort(-labels, kind="stable")
+    else:
+        return None
+    return order, np.bincount(labels, minlength=k)
+
+
+def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
+    """``A x = b`` by a sparse LU in the block triangular order of :func:`block_triangular_order`, when cheap.
+
+    In that order, without pivoting (an M-matrix needs none: its pivots stay positive),
+    elimination fills only inside the diagonal blocks and, in a row of a later block,
+    across the columns of the earlier blocks it touches: at most ``sum s^2 + nnz(A) s_max``
+    entries and ``sum s^3 + 2 nnz(A) s_max^2`` flops for components of sizes ``s``. It is
+    taken when that bound fits the memory budget and its predicted time is below an
+    iterative solve's (:func:`choose`'s comparison). Measured on the crowds DTMC
+    (TotalRuns=5, CrowdSize=10: a system of 25,103 unknowns in 8,515 components of at
+    most 30): an LU of 0.23M entries in 0.016 s, where BiCGSTAB took 0.37 s (the
+    envelope order predicted an LU of 66M entries). Returns ``None`` otherwise.
+    """
+    t0 = time.perf_counter()
+    n = A.shape[0]
+    found = block_triangular_order(A)
+    if found is None:
+        return None
+    order, sizes = found
+    smax = float(sizes.max())
+    sz = sizes.astype(float)
+    nnz = float((sz ** 2).sum() + A.nnz * smax)
+    flops = float((sz ** 3).sum() + 2.0 * A.nnz * smax ** 2)
+    pred = LUPrediction(nnz, flops, "block triangular",
+                        f"{sizes.size} strongly connected components, the largest {int(smax)} states")
+    budget = memory_budget()
+    iterative_seconds = EXPECTED_ITERATIONS * 8.0 * A.nnz / ITERATIVE_FLOPS_PER_SECOND + \
+        EXPECTED_ITERATIONS * ITERATION_OVERHEAD_SECONDS
+    if (budget is not None and pred.bytes > budget) or pred.seconds > DIRECT_PREFERENCE * iterative_seconds:
+        return None
+    T = A[order][:, order].tocsc()
+    if np.any(T.diagonal() <= 0):
+        return None  # not an M-matrix system with a positive diagonal: the general path says what is wrong
+    with np.errstate(all="ignore"):
+        lu = spla.splu(T, permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+        x = np.empty(n)
+        x[order] = lu.solve(b[order])
+        v = np.empty(n)
+        v[order] = lu.solve(np.ones(n))  # the certificate's vector from the same factors
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(v))):
+        return None
+    details = {"name": "direct", **pred.as_dict(),
+               "why": ("asked for; " if asked == "direct" else "") + f"block triangular by strongly connected "
+                      f"components (predicted LU {format_bytes(pred.bytes)}, ~{pred.seconds:.2g} s)",
+               "seconds": time.perf_counter() - t0, "lu_nnz": int(lu.nnz)}
+    bound, binfo = error_bound(A, x, b, v=v)
+    info = {"solver": {**details, **binfo}, "error_bound": float(bound.max(initial=0.0)),
+            "residual": binfo["residual_inf"], "bound_vector": bound}
+    return x, info
+
+
 def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: float = 1e-13,
                   coords=None, jumps=None, what: str = "the linear system") -> tuple[np.ndarray, dict]:
     """Solve the nonsingular M-matrix system ``A x = b`` by the predicted-cheapest solver.
@@ -508,6 +600,10 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
     from exactq.errors import ConvergenceError
 
     n = A.shape[0]
+    if solver in ("auto", "direct") and n > SMALL_SYSTEM:
+        out = _solve_block_triangular(sp.csr_matrix(A), np.asarray(b, dtype=float), asked=solver)
+        if out is not None:
+            return out
     name, details = choose(A, coords=coords, jumps=jumps, asked=solver)
     A = sp.csr_matrix(A)
     prec = None
@@ -644,7 +740,7 @@ def solve_linear(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: f
     """
     from exactq.catalogue import solve_representation
 
-    valid = linear_solvers()
+    valid = LINEAR_SOLVERS if solver in LINEAR_SOLVERS else linear_solvers()  # a built-in name needs no look-up
     if solver not in valid:
         raise ModelError(f"linear solver must be one of {', '.join(valid)}; got {solver!r}")
     system = LinearSystem(A, np.asarray(b, dtype=float), coords, jumps, what)
