@@ -665,6 +665,14 @@ class _Evaluator:
             methods.add(st.method)
         v_rec = np.where(recurrent, class_value[labels], 0.0)
         per_state, ainfo = absorption_values(Q, recurrent, v_rec)
+        # every state ends in a closed class, so its value is an average of the classes' values: clipping to their
+        # range never moves it away from the exact one (an iterative absorption solve gave 1 + 8e-13 for S=? of a
+        # label), and an iterative solve's bound is the error estimate, as for the other queries
+        closed_values = class_value[cls.closed]
+        if closed_values.size and np.all(np.isfinite(closed_values)):
+            per_state = np.clip(per_state, closed_values.min(), closed_values.max())
+        if ainfo.get("error_estimate") is not None:
+            self.error_estimate = float(ainfo["error_estimate"])
         self.residual = max(residual, float(ainfo["residual"]))
         self.info["stationary"] = {"method": ", ".join(sorted(methods)) or "trivial", "residual": residual}
         self.info["closed_classes"] = int(len(cls.closed))
