@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from exactq.errors import ModelError
+from exactq.errors import ConvergenceError, ModelError
 
 __all__ = ["FoxGlynn", "fox_glynn", "transient", "bounded_until", "transient_values", "cumulative_reward",
            "long_run_values"]
@@ -374,10 +374,13 @@ class _Limit:
         self.slack = 0.0
         self.residual = None
         self.prev = None
+        self.failed = None  # why the limit could not be solved (then the sums run to the end of the window)
 
     def gap(self, x: np.ndarray) -> float:
         """``max |x - u| + slack`` (``max (u - x)`` for a nondecreasing sequence), ``inf`` before ``u`` is known."""
         if self.u is None:
+            if self.failed is not None:
+                return math.inf
             settled = self.prev is not None and float(np.max(np.abs(x - self.prev), initial=0.0)) <= self.tol
             if not settled:
                 if self.prev is None:
@@ -385,7 +388,11 @@ class _Limit:
                 else:
                     np.copyto(self.prev, x)
                 return math.inf
-            self.u, self.slack, self.residual = self.solve()
+            try:
+                self.u, self.slack, self.residual = self.solve()
+            except ConvergenceError as exc:  # (NoValidVector too) the limit is an optimisation: sum on without it
+                self.failed, self.prev = str(exc), None
+                return math.inf
             self.prev = None
         d = (self.u - x) if self.monotone else np.abs(x - self.u)
         return float(np.max(d, initial=0.0)) + self.slack

@@ -267,3 +267,23 @@ def test_both_storage_orders_of_the_products_agree_with_expm(order, monkeypatch)
     p, _ = transient(Q, p0, t)
     exact = expm_multiply((Q * t).T.tocsc(), p0)
     assert np.allclose(p, exact, rtol=0, atol=1e-12)
+
+
+def test_a_limit_that_cannot_be_solved_leaves_the_sum_to_run_to_the_end(monkeypatch):
+    """Steady-state detection is an optimisation: when its solve fails, the full Poisson sum answers."""
+    import exactq.solvers.transient as tr
+    from exactq.errors import ConvergenceError
+    from exactq.solvers.transient import transient_values
+
+    Q = sp.csr_array([[-2.0, 2.0], [1.0, -1.0]])
+    t = 30_000.0 / 2.04  # rate_time 30,000 > STEADY_STATE_MIN_STEPS: detection on
+    ref, _ = transient_values(Q, [0.0, 1.0], t)
+
+    def fail(*a, **k):
+        raise ConvergenceError("no stationary solver gave a valid vector (test)")
+
+    monkeypatch.setattr(tr, "long_run_values", fail)
+    out, info = transient_values(Q, [0.0, 1.0], t)
+    assert info["fox_glynn"] is not None and info["matvecs"] == info["fox_glynn"]["right"]  # summed to the end
+    np.testing.assert_allclose(out, 2 / 3, rtol=1e-10)
+    np.testing.assert_allclose(out, ref, rtol=1e-10)
