@@ -127,6 +127,11 @@ METHODS = (
      "fluid (mean-field) limit N -> infinity: fixed point of the dispatch dynamics (LP or root)",
      ("verify", "strict"),
      {}),
+    ("mdp", "optimal", "model",
+     "optimal policy of the model's MDP: policy iteration with span bounds (value iteration, LP as checks); "
+     "capacity=inf by growing truncations",
+     ("solver", "policy_out", "aperiodicity", "verify", "strict", "tol", "truncation"),
+     {"solver_controls": ("tol", "strict")}),
     ("asymptotic", "asymptotic", "model",
      "large-parameter approximations (e.g. a capacity -> infinity, by regime of the load); no error bound",
      (),

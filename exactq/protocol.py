@@ -304,6 +304,8 @@ for _p in (
     _orchestrated("fluid", "(measure, context) -> Result", "the fluid limit the model assembles"),
     _orchestrated("routing", "(measure, context) -> Result", "routing problems the model assembles"),
     _orchestrated("qbd_study", "(measure, context) -> Result", "QBDs the model describes itself by, orchestrated"),
+    _orchestrated("optimal", "(measure, context) -> Result", "the model's MDP (or its growing truncations), solved "
+                  "to an optimal policy with bounds on its value"),
     _orchestrated("ctmc_study", "(measure, context) -> Result", "chains the model orchestrates (stationary or "
                   "transient by measure)"),
 ):

@@ -58,3 +58,11 @@ __all__ += ["QuarterPlaneWalk", "JoinShorter", "WalkSolution", "PartSums", "Brac
 from .pdmp import PDMP, CDFPair, PDMPSolution, PowerLaw, StabilityVerdict, StochasticOrdering  # noqa: E402
 
 __all__ += ["PDMP", "PowerLaw", "PDMPSolution", "StabilityVerdict", "CDFPair", "StochasticOrdering"]
+
+# Decision processes (:mod:`.mdp`): :class:`MDP` (one sparse row per state and choice, rows grouped by
+# state; continuous time by uniformisation) with the objectives :class:`Reachability`,
+# :class:`TotalReward` and :class:`LongRunAverage` -> :class:`MDPSolution` (lower and upper per state,
+# the optimal :class:`Scheduler`).
+from .mdp import MDP, LongRunAverage, MDPSolution, Reachability, Scheduler, TotalReward  # noqa: E402
+
+__all__ += ["MDP", "Scheduler", "Reachability", "TotalReward", "LongRunAverage", "MDPSolution"]

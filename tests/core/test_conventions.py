@@ -44,6 +44,8 @@ EXPECTED = {
     ("mmck", "arrival_rate"): "total",
     ("mmck", "service_rate"): "per-server",
     ("mph1", "arrival_rate"): "total",
+    ("optimal-dispatch", "arrival_rate"): "total",  # "Poisson arrivals at total rate `arrival_rate`"
+    ("optimal-dispatch", "service_rates"): "per-server",  # "`n` exponential servers with rates `service_rates`"
     ("jsq-threshold", "arrival_rate"): "total",  # JSQ's two servers (the threshold systems bounding it)
     ("jsq-threshold", "service_rate"): "per-server",
 }
@@ -178,6 +180,7 @@ BASE = {
     "power-of-d": ({"servers": 4, "d": 2}, 4, 2.0),
     "round-robin": ({"servers": 2}, 2, 1.0),
     "speed-aware": ({"speeds": "2,1", "counts": "1,1"}, 2, 1.2),
+    "optimal-dispatch": ({"service_rates": "1,1", "capacity": 5}, 2, 1.0),
 }
 
 

@@ -1,0 +1,693 @@
+"""Reachability and total rewards of MDPs, max and min, with bounds that enclose the value.
+
+Solvers of :class:`~exactq.representations.mdp.Reachability` (``Pmax``/``Pmin`` of
+``constraint U target``, also step-bounded) and
+:class:`~exactq.representations.mdp.TotalReward` (``Rmax``/``Rmin`` until a target,
+``C<=k``), each returning an :class:`~exactq.representations.mdp.MDPSolution` whose
+``lower`` and ``upper`` enclose the value of every state.
+
+Unbounded objectives
+--------------------
+1. **Graph precomputation** (:mod:`exactq.solvers.mdp_graph`): the states with value
+   0 and 1 (``Pmax``: Prob0A, Prob1E; ``Pmin``: Prob0E, Prob1A; Baier & Katoen 2008,
+   sec. 10.6.1), and the states with an infinite reward (``Rmin``: not Prob1E;
+   ``Rmax``: not Prob1A), are settled exactly; only the other ("maybe") states are
+   iterated.
+2. **End components** are what makes value iteration from above wrong (inside an end
+   component the Bellman operator has a fixpoint at any value): for ``Pmax`` the
+   maximal end components of the maybe states are collapsed into one state each
+   (Baier et al., CAV 2017; Haddad & Monmege, TCS 2018), for ``Rmin`` those of the
+   zero-reward choices. For ``Pmin`` (after Prob0E) and ``Rmax`` (on Prob1A) the maybe
+   states hold no end component. What is left has a unique fixpoint, and value
+   iteration converges to it from any start.
+3. **Interval iteration**: a lower sequence from 0 and an upper one from a vector
+   known to lie above the value, both under the same Bellman operator and each kept
+   monotone (``max``/``min`` with the previous iterate). For probabilities the upper
+   start is 1 (Baier et al. 2017). For rewards an upper start is *verified*: a
+   candidate ``u`` with ``F(u) <= u`` lies above the unique fixpoint (the
+   guess-and-verify step of optimistic value iteration, Hartmanns & Kaminski, CAV
+   2020). For ``Rmin`` the candidate is the exact value of an almost-surely-reaching
+   scheduler (:func:`~exactq.solvers.mdp_graph.attractor`) raised by a relative
+   1e-10, which verifies because rewards are >= 0; for ``Rmax`` it is the converged
+   lower iterate raised by a relative epsilon that halves after each failed
+   verification, and, after a few failures, the value of policy iteration's
+   scheduler raised the same way.
+   Iteration stops when ``upper - lower <= 2 max(tol |mid|, atol)`` in every state.
+4. **Policy iteration** with exact sparse solves (SuperLU) on the same reduced model.
+   On the reduced model every scheduler reaches the settled states almost surely
+   (``Rmin``: policy iteration starts from the attractor and stays proper, Bertsekas &
+   Tsitsiklis 1991), so every solve is non-singular (an M-matrix). Its values ``x``
+   become *verified* bounds: with ``b >= 0``, ``(1 + d) x`` is a super-solution and
+   ``(1 - d) x`` a sub-solution of the Bellman operator, which one backup each
+   confirms (:func:`verified_bracket`; the same Knaster-Tarski argument as step 3).
+   ``method="auto"`` runs step 3 for up to 1,000 sweeps (fast where value iteration
+   mixes fast, and no factorisation, whose fill on unstructured models can be large),
+   then this (a few sparse LUs instead of many thousands of sweeps where it mixes
+   slowly), then step 3 again from the tightest bounds where an LU does not fit the
+   memory budget, a system is singular, or the values cannot be verified to ``tol``
+   (ill-conditioned systems: expected times of 1e20 steps).
+   ``method="interval-iteration"`` forces step 3, the independent check;
+   ``method="policy-iteration"`` returns the values alone (``lower = upper``).
+
+The bounds hold in exact arithmetic; the floating-point rounding of the backups
+(relative ``~1e-16`` per backup) is not included.
+
+Step-bounded objectives (``U<=k``, ``C<=k``) take ``k`` backups from the terminal
+values: exact up to rounding, ``lower = upper``; the scheduler returned is the one of
+the first step (the optimal one depends on the steps left).
+
+References
+----------
+C. Baier and J.-P. Katoen, *Principles of Model Checking*, MIT Press, 2008, sec. 10.6.
+C. Baier, J. Klein, L. Leuschner, D. Parker, S. Wunderlich, "Ensuring the reliability
+of your model checker: interval iteration for Markov decision processes", CAV 2017.
+S. Haddad, B. Monmege, "Interval iteration algorithm for MDPs and IMDPs", Theoretical
+Computer Science 735 (2018) 111-131.
+A. Hartmanns, B. L. Kaminski, "Optimistic value iteration", CAV 2020.
+D. P. Bertsekas, J. N. Tsitsiklis, "An analysis of stochastic shortest path problems",
+Mathematics of Operations Research 16(3) (1991) 580-595.
+M. L. Puterman, *Markov Decision Processes*, Wiley, 1994, sec. 7.2 (policy iteration).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from exactq.budget import require_memory
+from exactq.catalogue import register_solver
+from exactq.errors import ConvergenceError, ConvergenceWarning, ExactqError, ModelError
+from exactq.representations.mdp import MDPSolution, Reachability, Scheduler, TotalReward
+
+from .mdp_graph import (RowStructure, attractor, backup, greedy, maximal_end_components, prob0a, prob0e, prob1a,
+                        prob1e, rows_inside)
+
+__all__ = ["reachability", "total_reward", "Reduced", "reduce_to", "interval_iteration", "policy_iteration",
+           "verified_bracket",
+           "METHODS"]
+
+METHODS = ("auto", "interval-iteration", "policy-iteration")
+#: default iteration budget of interval iteration (sweeps)
+MAXITER = 1_000_000
+_EPS = np.finfo(float).eps
+
+
+# ---------------------------------------------------------------------------------------
+# the reduced problem: the maybe states only, the settled states' values folded into b
+# ---------------------------------------------------------------------------------------
+class Reduced:
+    """``x = opt_c (b_c + sum_j Q[c, j] x_j)`` on the maybe states, end components collapsed.
+
+    Attributes
+    ----------
+    Q : (n_rows, n) CSR, substochastic
+    groups : (n + 1,) row groups
+    b : (n_rows,) the one-step reward plus the settled states' values
+    rows : (n_rows,) the original choice of every reduced row
+    klass : (n_states,) the reduced state of every original state (``-1``: settled)
+    collapsed : (n_states,) bool, the states of a collapsed end component
+    internal : (n_choices,) bool, the choices inside a collapsed end component
+    """
+
+    def __init__(self, Q, groups, b, rows, klass, collapsed, internal):
+        self.Q, self.groups, self.b, self.rows = Q, groups, b, rows
+        self.klass, self.collapsed, self.internal = klass, collapsed, internal
+        self.starts = groups[:-1]
+        self.n = int(groups.size - 1)
+
+    def exit_probability(self) -> np.ndarray:
+        """(n_rows,) probability that a row leaves the reduced states."""
+        return 1.0 - np.asarray(self.Q.sum(axis=1)).ravel()
+
+
+def reduce_to(mdp, st: RowStructure, maybe, rows_ok, fixed, reward=None, collapse=None) -> Reduced:
+    """The maybe states with the choices ``rows_ok``; MECs of the choices ``collapse`` collapsed.
+
+    ``fixed`` holds the (finite) values of the settled states (0 on the maybe states);
+    every kept row's moves to settled states contribute ``P @ fixed`` to ``b``.
+    """
+    n_maybe = int(maybe.sum())
+    keep = rows_ok & maybe[st.owner]
+    klass = np.full(mdp.n_states, -1, dtype=np.int64)
+    klass[maybe] = np.arange(n_maybe)
+    n_classes = n_maybe
+    collapsed = np.zeros(mdp.n_states, dtype=bool)
+    internal = np.zeros(mdp.n_choices, dtype=bool)
+    if collapse is not None and n_maybe:
+        comp, internal = maximal_end_components(mdp.P, mdp.row_groups, states=maybe, rows=collapse & keep,
+                                                structure=st)
+        collapsed = comp >= 0
+        if np.any(collapsed):
+            keep = keep & ~internal
+            n_mec = int(comp.max()) + 1
+            single = maybe & ~collapsed
+            klass[collapsed] = comp[collapsed]
+            klass[single] = n_mec + np.arange(int(single.sum()))
+            n_classes = n_mec + int(single.sum())
+    kept = np.flatnonzero(keep)
+    order = np.argsort(klass[st.owner[kept]], kind="stable")
+    old = kept[order]
+    sub = mdp.P[old]
+    inside = maybe[sub.indices]
+    Q = sp.csr_matrix((np.where(inside, sub.data, 0.0), np.where(inside, klass[sub.indices], 0), sub.indptr.copy()),
+                      shape=(old.size, n_classes))
+    Q.sum_duplicates()
+    Q.eliminate_zeros()
+    b = sub @ fixed
+    if reward is not None:
+        b = b + reward[old]
+    counts = np.bincount(klass[st.owner[old]], minlength=n_classes)
+    if np.any(counts == 0):  # the graph precomputation rules this out
+        raise ModelError("internal: a collapsed end component of the maybe states has no choice leaving it")
+    groups = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return Reduced(Q, groups, b, old, klass, collapsed, internal)
+
+
+# ---------------------------------------------------------------------------------------
+# the iterations
+# ---------------------------------------------------------------------------------------
+def _converged(lo, hi, tol, atol) -> bool:
+    """``upper - lower <= 2 max(tol |mid|, atol)`` everywhere (``atol`` at least 1e-300: zero values meet)."""
+    mid = 0.5 * (np.abs(lo) + np.abs(hi))
+    return bool(np.all(hi - lo <= 2.0 * np.maximum(tol * mid, max(atol, 1e-300))))
+
+
+def interval_iteration(red: Reduced, sense: str, lower, upper, *, tol: float, atol: float = 0.0,
+                       maxiter: int = MAXITER) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """Iterate a lower and an upper vector under the same Bellman operator until they meet.
+
+    Both start from bounds of the unique fixpoint (``lower <= x* <= upper``) and stay
+    bounds (each is kept monotone). Stops when ``upper - lower <= 2 max(tol |mid|,
+    atol)`` in every state, or after ``maxiter`` sweeps.
+
+    Returns
+    -------
+    lower, upper, sweeps, converged
+    """
+    X = np.column_stack([lower, upper]).astype(float)
+    if red.n == 0:
+        return X[:, 0], X[:, 1], 0, True
+    it = 0
+    check = 1
+    while it < maxiter:
+        best, _ = backup(red.Q, red.b, X, red.starts, sense)
+        np.maximum(X[:, 0], best[:, 0], out=X[:, 0])
+        np.minimum(X[:, 1], best[:, 1], out=X[:, 1])
+        it += 1
+        if it % check == 0:
+            if _converged(X[:, 0], X[:, 1], tol, atol):
+                return X[:, 0], X[:, 1], it, True
+            check = min(check * 2, 16)  # test the stopping rule less often once it is far away
+    return X[:, 0], X[:, 1], it, _converged(X[:, 0], X[:, 1], tol, atol)
+
+
+def _lower_until_stable(red, sense, x, eps, maxiter):
+    """Value iteration from below until the relative change of a sweep is <= eps."""
+    it = 0
+    while it < maxiter:
+        best, _ = backup(red.Q, red.b, x, red.starts, sense)
+        best = np.maximum(best, x)
+        it += 1
+        change = np.max(np.abs(best - x) / np.maximum(np.abs(best), 1e-300)) if best.size else 0.0
+        x = best
+        if change <= eps:
+            break
+    return x, it
+
+
+def _verify_upper(red, sense, u, tries: int = 8):
+    """Iterate ``u`` a few times; return a vector ``v`` with ``F(v) <= v`` (an upper bound), or None.
+
+    The test allows the rounding of one backup (8 eps relative): where ``F(u) = u`` in
+    exact arithmetic (a state whose chosen choice earns nothing and stays), the float
+    backup may land one unit in the last place above.
+    """
+    for _ in range(tries):
+        fu, _ = backup(red.Q, red.b, u, red.starts, sense)
+        if np.all(fu <= u + 8 * _EPS * np.abs(u)):
+            return np.minimum(fu, u)  # F(F(u)) <= F(u) by monotonicity
+        u = fu
+    return None
+
+
+def _solve_policy(red: Reduced, choice: np.ndarray) -> np.ndarray:
+    """Exact (sparse LU) value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c``, one refinement step.
+
+    ``I - Q_c`` of a scheduler that leaves the reduced states almost surely is a
+    non-singular M-matrix, so the LU pivots on the diagonal.
+    """
+    n = red.n
+    Qc = red.Q[choice]
+    require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
+    A = (sp.identity(n, format="csc") - Qc.tocsc()).tocsc()
+    try:
+        lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    except RuntimeError as exc:  # exactly singular: the scheduler keeps an end component
+        raise ConvergenceError(f"policy iteration: a policy's linear system is singular ({exc})") from None
+    b = red.b[choice]
+    x = lu.solve(b)
+    x = x + lu.solve(b - A @ x)
+    return np.atleast_1d(np.asarray(x, dtype=float))
+
+
+def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: float = 0.0):
+    """Bounds ``L <= x* <= U`` from an approximate fixpoint ``x``, each verified by one backup.
+
+    With rewards and probabilities ``b >= 0`` and ``x = F(x)``, ``U = (1 + d) x``
+    satisfies ``F(U) <= U`` and ``L = (1 - d) x`` satisfies ``F(L) >= L`` (each choice's
+    ``Q_c x <= x``); on a reduced model with a unique fixpoint that proves ``L <= x* <= U``,
+    and then also ``F(L) <= x* <= F(U)``, which are returned. ``d`` starts at 1e-13 and
+    grows (x100) until both tests pass with the rounding of one backup allowed (8 eps
+    relative), up to ``tol``. Returns ``(L, U)`` or ``None``.
+    """
+    d = 1e-13
+    while d <= max(tol, 1e-13):
+        U = x * (1 + d)
+        L = np.maximum(x * (1 - d), 0.0)
+        best, _ = backup(red.Q, red.b, np.column_stack([L, U]), red.starts, sense)
+        FL, FU = best[:, 0], best[:, 1]
+        if np.all(FU <= U + 8 * _EPS * np.abs(U)) and np.all(FL >= L - 8 * _EPS * np.abs(L)):
+            return np.maximum(np.minimum(FL, FU), L), np.maximum(np.minimum(FU, U), L)
+        d *= 100.0
+    return None
+
+
+def policy_iteration(red: Reduced, sense: str, choice: np.ndarray, *, maxiter: int = 10_000):
+    """Howard's policy iteration on the reduced model from the proper scheduler ``choice`` (reduced rows).
+
+    Returns ``(values, choice, improvements)``; a state switches only when the best
+    choice improves on the current one by more than 64 eps |q| (rounding noise).
+    """
+    it = 0
+    x = np.zeros(red.n)
+    while it < maxiter:
+        x = _solve_policy(red, choice)
+        if not np.all(np.isfinite(x)):
+            raise ConvergenceError("policy iteration: a policy's linear system is singular (the reduced model "
+                                   "keeps an end component)")
+        best, q = backup(red.Q, red.b, x, red.starts, sense)
+        own = q[choice]
+        spread = float(np.max(np.abs(own - x))) if x.size else 0.0  # the solve's residual
+        tol = 16 * _EPS * (np.abs(own) + 1.0) + 2.0 * spread
+        new = greedy(q, best, red.groups, current=choice, tol=tol, sense=sense)
+        it += 1
+        if np.array_equal(new, choice):
+            return x, choice, it
+        choice = new
+    raise ConvergenceError(f"policy iteration did not stabilise in {maxiter} improvements")
+
+
+def _proper_choice(red: Reduced) -> np.ndarray:
+    """A reduced scheduler reaching the settled states almost surely (an attractor to 'outside')."""
+    n = red.n
+    exit_p = red.exit_probability()
+    # one virtual absorbing state n that every row with exit probability moves to
+    Q = red.Q.tocoo()
+    rows = np.concatenate([Q.row, np.flatnonzero(exit_p > 1e-300), [red.Q.shape[0]]])
+    cols = np.concatenate([Q.col, np.full(int(np.sum(exit_p > 1e-300)), n), [n]])
+    ext = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(red.Q.shape[0] + 1, n + 1))
+    groups = np.concatenate([red.groups, [red.Q.shape[0] + 1]])
+    target = np.zeros(n + 1, dtype=bool)
+    target[n] = True
+    reached, choice = attractor(ext, groups, target, np.ones(ext.shape[0], dtype=bool))
+    if not np.all(reached):
+        raise ModelError("internal: the reduced model has states that cannot leave it")
+    return choice[:n]
+
+
+# ---------------------------------------------------------------------------------------
+# the schedulers of the original model
+# ---------------------------------------------------------------------------------------
+def _lift_scheduler(mdp, st: RowStructure, red: Reduced, reduced_choice: np.ndarray, base: np.ndarray) -> Scheduler:
+    """The original scheduler: ``base`` on settled states, the reduced choices on the maybe states.
+
+    In a collapsed end component the state owning the chosen exit row takes it, and
+    the others move towards it inside the component (an attractor on its choices).
+    """
+    choice = base.copy()
+    if red.n:
+        rows = red.rows[reduced_choice]
+        owners = st.owner[rows]
+        choice[owners] = rows
+        if np.any(red.collapsed):
+            exits = np.zeros(mdp.n_states, dtype=bool)
+            exits[owners[red.collapsed[owners]]] = True
+            _, nav = attractor(mdp.P, mdp.row_groups, exits, red.internal, structure=st)
+            move = red.collapsed & ~exits & (nav >= 0)
+            choice[move] = nav[move]
+    return Scheduler(choice)
+
+
+def _first_rows(mdp) -> np.ndarray:
+    return np.asarray(mdp.row_groups[:-1], dtype=np.int64).copy()
+
+
+def _rows_staying(st: RowStructure, states: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """``base`` with every state of ``states`` given a choice that keeps inside ``states`` (where one exists)."""
+    inside = rows_inside(st, states)
+    idx = np.where(inside, np.arange(st.n_choices), st.n_choices)
+    first = np.minimum.reduceat(idx, st.groups[:-1])
+    ok = states & (first < st.n_choices)
+    out = base.copy()
+    out[ok] = first[ok]
+    return out
+
+
+def _options(method, tol, atol, maxiter):
+    if method not in METHODS:
+        raise ModelError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    if not (0 < tol < 1):
+        raise ModelError(f"tol must be in (0, 1); got {tol!r}")
+    if atol < 0:
+        raise ModelError(f"atol must be >= 0; got {atol!r}")
+    return MAXITER if maxiter is None else int(maxiter)
+
+
+def _not_converged(what: str, width: float, sweeps: int, strict: bool) -> None:
+    msg = (f"{what}: interval iteration stopped after {sweeps} sweeps with bounds {width:.3e} apart; the bounds "
+           "still enclose the value")
+    if strict:
+        raise ConvergenceError(msg)
+    warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+
+
+#: sweeps of interval iteration that ``method="auto"`` tries before policy iteration
+AUTO_SWEEPS = 1000
+
+
+def _upper_start(red, sense, upper_start, lower, tol, atol, budget, info):
+    """A verified upper start for interval iteration; returns ``(lower, upper or None, sweeps)``."""
+    nit = 0
+    if not isinstance(upper_start, str):
+        info["upper_start"] = f"{upper_start:g}"
+        return lower, np.full(red.n, float(upper_start)), 0
+    if upper_start == "attractor":  # Rmin: an almost-surely-reaching scheduler's exact value, raised
+        try:
+            seed = _solve_policy(red, _proper_choice(red))
+        except ExactqError as exc:
+            info["upper_start"] = f"not found: {exc}"
+            return lower, None, 0
+        for delta in (1e-10, 1e-8, 1e-6):
+            upper = _verify_upper(red, sense, seed * (1 + delta), tries=1)
+            if upper is not None:
+                info["upper_start"] = "value of an almost-surely-reaching scheduler, verified F(u) <= u"
+                return lower, upper, 0
+        return lower, None, 0
+    # "verify" (Rmax): an optimistic guess from the lower iterate, the guess-and-verify step of OVI
+    eps = max(tol, 1e-12)
+    for _ in range(6):
+        lower, k = _lower_until_stable(red, sense, lower, eps * 0.5, max(budget - nit, 1))
+        nit += k
+        upper = _verify_upper(red, sense, lower * (1 + eps) + eps * max(atol, 1e-300))
+        if upper is not None:
+            info["upper_start"] = f"optimistic guess (relative {eps:.1e}) verified F(u) <= u"
+            return lower, upper, nit
+        if nit >= budget:
+            break
+        eps *= 0.5
+    return lower, None, nit
+
+
+def _policy_bracket(red, sense, proper, tol, atol, info):
+    """Policy iteration and its verified bracket: ``(L, U, choice, improvements)``, or None (reason in info)."""
+    start = _proper_choice(red) if proper else greedy(*_backup0(red, sense), red.groups, sense=sense)
+    try:
+        x, choice, nit = policy_iteration(red, sense, start)
+    except ExactqError as exc:  # a budget, a singular system: interval iteration needs neither
+        info["policy_iteration"] = f"not used: {exc}"
+        return None
+    info["improvements"] = nit
+    bracket = verified_bracket(red, sense, x, tol, atol)
+    if bracket is None:
+        info["policy_iteration"] = "its values could not be verified as bounds (ill-conditioned systems)"
+        return None
+    return bracket[0], bracket[1], choice, nit, x
+
+
+def _solve(mdp, st, red: Reduced, sense, method, upper_start, tol, atol, maxiter, strict, what, proper=False):
+    """Solve the reduced model; returns ``lower, upper, choice, nit, info`` on the reduced states.
+
+    ``auto``: interval iteration for up to :data:`AUTO_SWEEPS` sweeps (cheap where value
+    iteration converges fast, and no factorisation whose fill could be large), then
+    policy iteration with verified bounds (a few LUs where it does not), then interval
+    iteration again from the tightest bounds found, up to ``maxiter``.
+    """
+    info: dict = {"maybe_states": int(np.sum(red.klass >= 0)), "reduced_states": red.n,
+                  "collapsed_end_component_states": int(red.collapsed.sum())}
+    if red.n == 0:
+        z = np.zeros(0)
+        return z, z, np.zeros(0, dtype=np.int64), 0, info
+    if method == "policy-iteration":
+        start = _proper_choice(red) if proper else greedy(*_backup0(red, sense), red.groups, sense=sense)
+        x, choice, nit = policy_iteration(red, sense, start)
+        info["improvements"] = nit
+        return x, x.copy(), choice, nit, info
+    budget = min(AUTO_SWEEPS, maxiter) if method == "auto" else maxiter
+    lower, upper, nit = _upper_start(red, sense, upper_start, np.zeros(red.n), tol, atol, budget, info)
+    if upper is not None:
+        lower, upper, sweeps, ok = interval_iteration(red, sense, lower, upper, tol=tol, atol=atol,
+                                                      maxiter=max(budget - nit, 1))
+        nit += sweeps
+        if ok or method == "interval-iteration":
+            if not ok:
+                _not_converged(what, float(np.max(upper - lower)), nit, strict)
+            return _finish(red, sense, lower, upper, nit, info)
+    pi = _policy_bracket(red, sense, proper, tol, atol, info)
+    if pi is not None:
+        L, U, choice, k, x = pi
+        if upper is not None:
+            L, U = np.maximum(L, lower), np.minimum(U, upper)
+        if _converged(L, U, tol, atol):
+            info["bounds"] = "policy iteration's values, lowered and raised, verified by one backup each"
+            info["sweeps"] = nit
+            return L, U, choice, nit + k, info
+        lower, upper = L, U
+    if upper is None:  # Rmax without a verified upper bound so far: the full budget for the guess
+        lower, upper, k = _upper_start(red, sense, upper_start, lower, tol, atol, maxiter, info)
+        nit += k
+        if upper is None:
+            raise ConvergenceError(f"{what}: no upper bound could be verified (F(u) <= u failed within {maxiter} "
+                                   "sweeps, and policy iteration's values could not be verified)")
+    lower, upper, sweeps, ok = interval_iteration(red, sense, lower, upper, tol=tol, atol=atol,
+                                                  maxiter=max(maxiter - nit, 1))
+    nit += sweeps
+    if not ok:
+        _not_converged(what, float(np.max(upper - lower)), nit, strict)
+    return _finish(red, sense, lower, upper, nit, info)
+
+
+def _finish(red, sense, lo, hi, nit, info):
+    best, q = backup(red.Q, red.b, lo, red.starts, sense)
+    info["sweeps"] = nit
+    return lo, hi, greedy(q, best, red.groups, sense=sense), nit, info
+
+
+def _method_used(method: str, info: dict) -> str:
+    if method == "policy-iteration":
+        return "policy-iteration"
+    if "bounds" in info:
+        return "policy-iteration (verified bounds)"
+    return "interval-iteration"
+
+
+def _backup0(red, sense):
+    best, q = backup(red.Q, red.b, np.zeros(red.n), red.starts, sense)
+    return q, best
+
+
+# ---------------------------------------------------------------------------------------
+# the public solvers
+# ---------------------------------------------------------------------------------------
+@register_solver(Reachability, name="value-bounds", options=("method", "tol", "atol", "maxiter", "strict"),
+                 doc="Pmax/Pmin of (constraint U target) with enclosing bounds: graph precomputation, MEC collapse, "
+                     "policy iteration with verified bounds or interval iteration")
+def reachability(problem: Reachability, *, method: str = "auto", tol: float = 1e-9, atol: float = 0.0,
+                 maxiter: int | None = None, strict: bool = False) -> MDPSolution:
+    """``Pmax`` / ``Pmin`` of ``constraint U target`` (or ``U<=k``) from every state (module docstring).
+
+    Parameters
+    ----------
+    problem : Reachability
+    method : {"auto", "interval-iteration", "policy-iteration"}
+        ``auto``: interval iteration for up to :data:`AUTO_SWEEPS` sweeps; if the
+        bounds have not met by then, policy iteration, its values turned into bounds
+        verified by one backup each (:func:`verified_bracket`); where that fails (a
+        memory budget, a singular or ill-conditioned system), interval iteration again
+        from the tightest bounds, up to ``maxiter`` sweeps. ``interval-iteration``:
+        only that (the independent check). ``policy-iteration``: its values alone
+        (``lower = upper``).
+    tol, atol : float
+        Stop when ``upper - lower <= 2 max(tol |value|, atol)`` in every maybe state.
+    maxiter : int, optional
+        Sweeps of interval iteration (default 1e6); the bounds returned after running
+        out still enclose the value, with a :class:`ConvergenceWarning`.
+    strict : bool
+        Non-convergence is a :class:`ConvergenceError` instead.
+
+    Returns
+    -------
+    MDPSolution
+        ``info`` counts the states settled by graph search (``prob0``, ``prob1``), the
+        maybe states and the collapsed end components.
+
+    Examples
+    --------
+    A gamble: from state 0, ``safe`` reaches the goal 1 with probability 0.5 (else the
+    trap 2); ``risky`` with 0.3, else back to 0. ``Pmax = 1`` (keep trying) and ``Pmin = 0.5``:
+
+    >>> import scipy.sparse as sp
+    >>> from exactq.representations.mdp import MDP
+    >>> P = sp.csr_matrix([[0, .5, .5], [.7, .3, 0], [0, 1, 0], [0, 0, 1]])
+    >>> m = MDP(P, [0, 2, 3, 4], labels={"goal": [False, True, False]})
+    >>> hi = reachability(Reachability(m, "goal", "max"))
+    >>> lo = reachability(Reachability(m, "goal", "min"))
+    >>> hi.at(0), lo.at(0)[0]
+    ((1.0, 1.0, 1.0), 0.5)
+    """
+    t0 = time.perf_counter()
+    maxiter = _options(method, tol, atol, maxiter)
+    mdp, sense = problem.mdp, problem.sense
+    st = RowStructure(mdp.P, mdp.row_groups)
+    target = problem.target
+    constraint = np.ones(mdp.n_states, dtype=bool) if problem.constraint is None else problem.constraint
+    if problem.steps is not None:
+        return _bounded_reach(mdp, st, target, constraint, sense, problem.steps, t0)
+    if sense == "max":
+        zero = prob0a(mdp.P, mdp.row_groups, constraint, target, structure=st)
+        one, stay = prob1e(mdp.P, mdp.row_groups, constraint, target, structure=st, zero_max=zero, with_rows=True)
+    else:
+        zero = prob0e(mdp.P, mdp.row_groups, constraint, target, structure=st)
+        one = prob1a(mdp.P, mdp.row_groups, constraint, target, structure=st, zero_min=zero)
+    maybe = ~zero & ~one
+    fixed = one.astype(float)
+    red = reduce_to(mdp, st, maybe, np.ones(mdp.n_choices, dtype=bool), fixed,
+                    collapse=np.ones(mdp.n_choices, dtype=bool) if sense == "max" else None)
+    lo, hi, choice, nit, info = _solve(mdp, st, red, sense, method, 1.0, tol, atol, maxiter, strict,
+                                       f"P{sense}")
+    method_used = _method_used(method, info)
+    lower, upper = fixed.copy(), fixed.copy()
+    lower[maybe], upper[maybe] = lo[red.klass[maybe]], hi[red.klass[maybe]]
+    np.clip(lower, 0.0, 1.0, out=lower)
+    np.clip(upper, 0.0, 1.0, out=upper)
+    base = _first_rows(mdp)
+    if sense == "max":  # almost-sure states: move towards the target; the rest: anything
+        _, nav = attractor(mdp.P, mdp.row_groups, target, stay, structure=st)
+        sure = one & ~target & (nav >= 0)
+        base[sure] = nav[sure]
+    else:  # probability-0 states: a choice that avoids the target surely
+        base = _rows_staying(st, zero & ~target, base)
+    sched = _lift_scheduler(mdp, st, red, choice, base)
+    info.update(prob0=int(zero.sum()), prob1=int(one.sum()), seconds=time.perf_counter() - t0)
+    return MDPSolution(lower, upper, sched, method_used, problem.describe(), nit=nit, info=info)
+
+
+@register_solver(Reachability, name="policy-iteration", options=("tol", "atol", "maxiter", "strict"),
+                 doc="Pmax/Pmin by policy iteration with exact sparse solves (the cross-check)")
+def reachability_policy_iteration(problem: Reachability, **options) -> MDPSolution:
+    """:func:`reachability` with ``method="policy-iteration"``."""
+    options.pop("method", None)
+    return reachability(problem, method="policy-iteration", **options)
+
+
+def _bounded_reach(mdp, st, target, constraint, sense, steps, t0) -> MDPSolution:
+    x = target.astype(float)
+    move = constraint & ~target
+    rows = np.flatnonzero(move[st.owner])
+    sub = mdp.P[rows]
+    counts = st.counts[move]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    choice = _first_rows(mdp)
+    opt = np.maximum if sense == "max" else np.minimum
+    for _ in range(steps):
+        q = sub @ x
+        x[move] = opt.reduceat(q, starts) if rows.size else x[move]
+    if steps and rows.size:
+        best = opt.reduceat(q, starts)
+        local = greedy(q, best, np.concatenate([[0], np.cumsum(counts)]), sense=sense)
+        choice[move] = rows[local]
+    return MDPSolution(x, x.copy(), Scheduler(choice), "value-iteration (bounded)", f"P{sense} [ U<={steps} ]",
+                       nit=steps, info={"exact": "k backups, exact up to rounding; the scheduler is the first "
+                                                 "step's", "seconds": time.perf_counter() - t0})
+
+
+@register_solver(TotalReward, name="value-bounds", options=("method", "tol", "atol", "maxiter", "strict"),
+                 doc="Rmax/Rmin until a target with enclosing bounds (policy iteration verified, or interval "
+                     "iteration), or C<=k")
+def total_reward(problem: TotalReward, *, method: str = "auto", tol: float = 1e-9, atol: float = 0.0,
+                 maxiter: int | None = None, strict: bool = False) -> MDPSolution:
+    """``Rmax`` / ``Rmin`` of the reward until ``target`` (``F``), or over ``steps`` (``C<=k``).
+
+    ``F``: infinite where the target may be missed (PRISM's semantics: ``Rmin`` is
+    finite exactly on Prob1E, ``Rmax`` on Prob1A); nothing is earned in target states.
+    Parameters as for :func:`reachability`.
+
+    Examples
+    --------
+    Expected steps to the goal of a coin flipped until heads (``F``) is 2; within 3
+    steps (``C<=3``) ``1 + 1/2 + 1/4``:
+
+    >>> import scipy.sparse as sp
+    >>> from exactq.representations.mdp import MDP
+    >>> m = MDP(sp.csr_matrix([[.5, .5], [0, 1]]), [0, 1, 2], state_rewards={"steps": [1, 0]})
+    >>> round(total_reward(TotalReward(m, "steps", "min", target=[False, True])).at(0)[0], 8)
+    2.0
+    >>> total_reward(TotalReward(m, "steps", "max", steps=3)).at(0)[0]
+    1.75
+    """
+    t0 = time.perf_counter()
+    maxiter = _options(method, tol, atol, maxiter)
+    mdp, sense = problem.mdp, problem.sense
+    st = RowStructure(mdp.P, mdp.row_groups)
+    r = mdp.reward(problem.reward)
+    if problem.steps is not None:
+        return _bounded_reward(mdp, st, r, sense, problem.steps, t0)
+    target = problem.target
+    if sense == "max":
+        finite = prob1a(mdp.P, mdp.row_groups, None, target, structure=st)
+        ok_rows = np.ones(mdp.n_choices, dtype=bool)
+        collapse = None
+        upper_start = "verify"
+    else:
+        finite, ok_rows = prob1e(mdp.P, mdp.row_groups, None, target, structure=st, with_rows=True)
+        collapse = r == 0
+        upper_start = "attractor"
+    maybe = finite & ~target
+    red = reduce_to(mdp, st, maybe, ok_rows, np.zeros(mdp.n_states), reward=r, collapse=collapse)
+    lo, hi, choice, nit, info = _solve(mdp, st, red, sense, method, upper_start, tol, atol, maxiter, strict,
+                                       f"R{sense}", proper=sense == "min")
+    method_used = _method_used(method, info)
+    lower = np.where(finite, 0.0, np.inf)
+    upper = lower.copy()
+    lower[maybe], upper[maybe] = lo[red.klass[maybe]], hi[red.klass[maybe]]
+    base = _first_rows(mdp)
+    if sense == "min":  # the finite states must keep to the almost-surely-reaching choices
+        base = _rows_staying(st, finite & ~target, base)
+    sched = _lift_scheduler(mdp, st, red, choice, base)
+    info.update(infinite=int((~finite).sum()), seconds=time.perf_counter() - t0)
+    return MDPSolution(lower, upper, sched, method_used, f"R{sense} [ F target ]", nit=nit, info=info)
+
+
+@register_solver(TotalReward, name="policy-iteration", options=("tol", "atol", "maxiter", "strict"),
+                 doc="Rmax/Rmin until a target by policy iteration with exact sparse solves (the cross-check)")
+def total_reward_policy_iteration(problem: TotalReward, **options) -> MDPSolution:
+    """:func:`total_reward` with ``method="policy-iteration"``."""
+    options.pop("method", None)
+    return total_reward(problem, method="policy-iteration", **options)
+
+
+def _bounded_reward(mdp, st, r, sense, steps, t0) -> MDPSolution:
+    x = np.zeros(mdp.n_states)
+    choice = _first_rows(mdp)
+    q = r
+    for _ in range(steps):
+        x, q = backup(mdp.P, r, x, mdp.row_groups[:-1], sense)
+    if steps:
+        # q was computed from the value with steps - 1 left: the first step's choice
+        choice = greedy(q, x, mdp.row_groups, sense=sense)
+    return MDPSolution(x, x.copy(), Scheduler(choice), "value-iteration (bounded)", f"R{sense} [ C<={steps} ]",
+                       nit=steps, info={"exact": "k backups, exact up to rounding; the scheduler is the first "
+                                                 "step's", "seconds": time.perf_counter() - t0})
