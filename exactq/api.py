@@ -342,24 +342,6 @@ def _check(m: Model, query: str, *, tol: float, truncation: int | None, strict: 
     return res
 
 
-def chain_solvers() -> list[str]:
-    """The names ``solver`` takes in :func:`check_properties`: the registry's stationary solvers of CTMCs and
-    DTMCs and its linear-system solvers (the reachability systems), plug-ins' included."""
-    from exactq.solvers.linear import linear_solvers
-
-    from .catalogue import solver_names
-    from .ctmc import CTMC, DTMC
-
-    names = ["auto"] + solver_names(CTMC, "stationary") + solver_names(DTMC, "stationary") + linear_solvers()
-    return [n for n in dict.fromkeys(names) if n != "stationary"]
-
-
-def _check_chain_solver(name: str) -> None:
-    if name != "stationary" and name not in chain_solvers():
-        raise ModelError(f"solver must be one of {', '.join(chain_solvers())} (stationary or linear-system "
-                         f"solvers of the registry); got {name!r}")
-
-
 def check_properties(model: Model, properties, *, strict: bool = False, eps: float = 1e-12,
                      source_name: str = "property", solver: str = "auto", errors: str = "raise",
                      constants: dict | None = None, check_constants: bool = True) -> list[Result]:
@@ -384,11 +366,11 @@ def check_properties(model: Model, properties, *, strict: bool = False, eps: flo
     source_name : str
         The name errors report (a properties file's name).
     solver : str
-        A solver of the registry (:func:`chain_solvers`): a stationary solver for the
-        steady-state properties (:func:`exactq.solvers.stationary.solve_stationary`),
-        and, where it is one of them, the linear-system solver of the reachability and
-        expected-reward systems (:func:`exactq.solvers.linear.linear_solvers`); an
-        unknown name is refused in one line.
+        A solver of the registry: a stationary solver for the steady-state properties
+        (:func:`exactq.solvers.stationary.solve_stationary`), and, where it is one of
+        them, the linear-system solver of the reachability and expected-reward systems
+        (:func:`exactq.solvers.linear.linear_solvers`); an unknown name is refused in
+        one line (:func:`exactq.solvers.csl.check_chain`).
     errors : {"raise", "keep"}
         ``raise``: the first property that fails raises its error. ``keep``: it gives a
         result with ``value`` None, ``method`` ``"error"`` and ``info["error"]`` (one
@@ -426,7 +408,6 @@ def check_properties(model: Model, properties, *, strict: bool = False, eps: flo
 
     if errors not in ("raise", "keep"):
         raise ModelError(f"errors must be 'raise' or 'keep'; got {errors!r}")
-    _check_chain_solver(solver)
     props = model.compile_properties(properties, source_name, errors=errors, constants=constants,
                                      check_constants=check_constants)
     out: list = []

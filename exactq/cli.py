@@ -128,7 +128,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="check only this property of the file: its name, or its number from 1 (repeatable)")
     c.add_argument("--method", default="auto", help="on a PRISM file: auto, or the chain's method (ctmc, dtmc)")
     c.add_argument("--option", action="append", default=[], metavar="key=value",
-                   help="on a PRISM file: solver=NAME, the stationary solver of steady-state properties")
+                   help="on a PRISM file: solver=NAME, a registered solver: stationary (steady-state "
+                        "properties) or linear (reachability, expected time and reward)")
     c.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="build and check progress on stderr; default: on a terminal, not with --json")
     c.add_argument("--json", action="store_true")
@@ -573,12 +574,12 @@ def _load_file_model(args, constants=None):
 
 
 def _prism_solver(args) -> str:
-    """The stationary solver for a PRISM file's properties, from --method and --option solver=NAME."""
+    """The solver for a PRISM file's properties (stationary or linear), from --method and --option solver=NAME."""
     options = _parse_kv(args.option)
     unknown = [k for k in options if k != "solver"]
     if unknown:
-        raise _UsageError(f"--option {unknown[0]}: 'check' on a PRISM file takes --option solver=NAME (the "
-                          "stationary solver)")
+        raise _UsageError(f"--option {unknown[0]}: 'check' on a PRISM file takes --option solver=NAME (a "
+                          "stationary or linear solver)")
     if args.method not in ("auto", "ctmc", "dtmc"):
         raise _UsageError(f"--method must be auto, ctmc or dtmc for a PRISM file (the chain's own method); got "
                           f"{args.method!r}; a solver is chosen with --option solver=NAME")

@@ -68,7 +68,7 @@ from exactq.result import Result
 
 from .dtmc import step_bounded_until, step_cumulative, step_values
 from .reachability import absorption_values, expected_reward, expected_time, until_probability
-from .stationary import solve_stationary, stationary
+from .stationary import STATIONARY_SOLVERS, solve_stationary, stationary
 from .structure import communicating_classes
 from .transient import bounded_until, cumulative_reward, transient_values
 
@@ -159,7 +159,11 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     eps : float
         Truncation bound of the Fox–Glynn weights for time-bounded queries.
     solver : str
-        The stationary solver for steady-state queries.
+        The solver by name, from the registry: a stationary solver (``gmres``,
+        ``power``, ...) for steady-state queries, a linear solver
+        (:func:`exactq.solvers.linear.linear_solvers`) for the systems of unbounded
+        reachability, expected time and expected reward; ``direct`` and ``bicgstab``
+        are both. A query whose kind has no solver of that name uses ``auto``.
     strict : bool
         Raise on non-convergence of the stationary solver.
     rewards : dict of str -> RewardStructure, optional
@@ -205,6 +209,16 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     True
     """
     t0 = time.perf_counter()
+    from .linear import LINEAR_SOLVERS
+
+    # a built-in name needs no look-up; another one is checked against the registry (plug-ins' solvers)
+    stationary_names, linear_names = (STATIONARY_SOLVERS, LINEAR_SOLVERS) if solver in STATIONARY_SOLVERS + \
+        LINEAR_SOLVERS else _solver_names()
+    if solver not in stationary_names and solver not in linear_names:
+        valid = list(dict.fromkeys(["auto", *stationary_names, *linear_names]))
+        raise ModelError(f"solver must be one of {', '.join(valid)} (steady state: "
+                         f"{', '.join(n for n in stationary_names if n != 'auto')}; linear systems: "
+                         f"{', '.join(n for n in linear_names if n != 'auto')}); got {solver!r}")
     q = parse_query(query)
     if isinstance(q, NativeQuery):  # a native query: compiled against this chain's symbols
         q = q.bind(chain)
@@ -245,6 +259,15 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     return answer
 
 
+def _solver_names() -> tuple[list[str], list[str]]:
+    """The registry's solver names a query can be given: (stationary, linear), each with ``auto``."""
+    from exactq.api import stationary_solvers
+
+    from .linear import linear_solvers
+
+    return ["auto", *stationary_solvers()], linear_solvers()
+
+
 def _default_state_text(chain):
     names = list(getattr(chain.space, "names", ())) or [f"x{k}" for k in range(chain.states.shape[1])]
 
@@ -271,9 +294,12 @@ class _Evaluator:
         self.memo: dict = {}  # per-state values of nested queries, by id (one check_chain call)
         self.parts: list = []  # what the nested queries ran (info["parts"])
         self.state_text = None
-        from .linear import linear_solvers  # the reachability systems take the solver's name if it is theirs
+        # the reachability systems take the solver's name when the registry has a linear solver of that name
+        # (check_chain validated it against both families)
+        from .linear import LINEAR_SOLVERS
 
-        self.linear_solver = solver if solver in linear_solvers() else "auto"
+        self.linear_solver = solver if solver in LINEAR_SOLVERS or (
+            solver not in STATIONARY_SOLVERS and solver in _solver_names()[1]) else "auto"
 
     # -- nested operators ----------------------------------------------------------------
     def child(self) -> "_Evaluator":
@@ -639,6 +665,14 @@ class _Evaluator:
             methods.add(st.method)
         v_rec = np.where(recurrent, class_value[labels], 0.0)
         per_state, ainfo = absorption_values(Q, recurrent, v_rec)
+        # every state ends in a closed class, so its value is an average of the classes' values: clipping to their
+        # range never moves it away from the exact one (an iterative absorption solve gave 1 + 8e-13 for S=? of a
+        # label), and an iterative solve's bound is the error estimate, as for the other queries
+        closed_values = class_value[cls.closed]
+        if closed_values.size and np.all(np.isfinite(closed_values)):
+            per_state = np.clip(per_state, closed_values.min(), closed_values.max())
+        if ainfo.get("error_estimate") is not None:
+            self.error_estimate = float(ainfo["error_estimate"])
         self.residual = max(residual, float(ainfo["residual"]))
         self.info["stationary"] = {"method": ", ".join(sorted(methods)) or "trivial", "residual": residual}
         self.info["closed_classes"] = int(len(cls.closed))

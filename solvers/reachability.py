@@ -78,11 +78,11 @@ def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, so
 
     The scaled matrix ``D^{-1}(-Q_SS) = I - P_SS`` is the embedded jump chain's, which
     keeps rates of very different magnitude from hurting the conditioning. The solver
-    (sparse LU or BiCGSTAB) is chosen by the LU's predicted cost
-    (:func:`exactq.solvers.linear.solve_mmatrix`), and the answer comes with a
+    is the registry's (:func:`exactq.solvers.linear.solve_linear`: ``auto`` picks the
+    sparse LU or BiCGSTAB by the LU's predicted cost), and the answer comes with a
     componentwise error bound (``info["error_bound"]``, the largest).
     """
-    from .linear import solve_mmatrix
+    from .linear import solve_linear
 
     idx = np.flatnonzero(states)
     info = {"n_solved": int(idx.size), "residual": 0.0, "error_bound": 0.0}
@@ -96,7 +96,7 @@ def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, so
     scale = sp.diags_array(1.0 / exit_rate)
     A = (scale @ (-Qss)).tocsr()
     b = rhs_rates / exit_rate
-    x, linfo = solve_mmatrix(A, b, solver=solver, what=f"{what} ({idx.size} states)")
+    x, linfo = solve_linear(A, b, solver=solver, what=f"{what} ({idx.size} states)")
     x = np.atleast_1d(np.asarray(x, dtype=float))
     residual = float(np.max(np.abs(A @ x - b))) if x.size else 0.0
     info.update(residual=residual, error_bound=linfo["error_bound"], solver=linfo["solver"])

@@ -189,3 +189,27 @@ def test_exploration_reports_its_rounds():
     assert built.chain.n_states == 20001 and m.built is built
     assert any(line.startswith("exploring bd.sm:") and "states" in line for line in lines)
     assert lines[-1] == "assembling the chain of bd.sm: 20,001 states"
+
+
+def test_check_picks_the_linear_solver_of_a_reachability_query_by_its_registered_name(capsys):
+    """--option solver=NAME reaches the registry's linear solvers, and an unknown name is one line naming the valid."""
+    from exactq.catalogue import solver_names
+    from exactq.solvers.linear import LinearSystem
+
+    assert {"linear", "direct", "bicgstab"} <= set(solver_names(LinearSystem, "linear"))
+    prop = 'R{"jobs"}=? [ F n=5 ]'  # expected jobs accumulated (per unit time) before the queue is full
+    values = {}
+    for name in ("bicgstab", "direct"):
+        code, out, err = run(capsys, "check", FILES / "mmck.sm", prop, "--const", "K=5,lambda=1", "--option",
+                             f"solver={name}", "--json")
+        assert code == 0, err
+        d = json.loads(out)
+        assert d["info"]["solver"]["name"] == name and d["info"]["solver"]["why"] == "asked for"
+        values[name] = d["value"]
+    assert values["bicgstab"] == pytest.approx(values["direct"], rel=1e-12)
+    code, out, err = run(capsys, "check", FILES / "mmck.sm", prop, "--const", "K=5,lambda=1", "--option",
+                         "solver=bogus")
+    assert code == 2 and out == ""
+    line, = err.strip().splitlines()
+    assert line.startswith("exactq: error: solver must be one of auto") and "linear systems: direct, bicgstab" in line
+    assert "got 'bogus'" in line

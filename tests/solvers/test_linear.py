@@ -248,3 +248,58 @@ def test_from_generator_chains_use_the_same_choice():
     st = exactq.solvers.stationary.solve_stationary(CTMC.from_generator(Q, ["n"]))
     assert st.info["solver"]["name"] == "direct"
     np.testing.assert_allclose(st.pi, product_form((6000,)), rtol=1e-8, atol=1e-300)
+
+
+def test_bicgstab_redoes_an_improbable_reference_from_its_answer_with_a_certificate(monkeypatch):
+    """An improbable reference is redone warm (few iterations), the first certificate skipped, the last stated."""
+    import exactq.solvers.stationary as stmod
+
+    n, lam, mu = 16, 0.3, 1.0  # birth-death chain: pi_i proportional to 0.3^i
+    up, down = np.full(n - 1, lam), np.full(n - 1, mu)
+    Q = sp.diags([down, -np.r_[up, 0.0] - np.r_[0.0, down], up], [-1, 0, 1], format="csr")
+    exact = 0.3 ** np.arange(n)
+    exact /= exact.sum()
+    # a flat mass estimate keeps the given reference, the last state (probability 1.4e-8 of the first)
+    monkeypatch.setattr(stmod, "_mass_estimate", lambda Q, sweeps=3: np.ones(Q.shape[0]))
+    st = stationary(Q, method="bicgstab", reference=n - 1)
+    assert len(st.info["recovery"]) == 1 and "improbable" in st.info["recovery"][0]["why"]
+    assert st.info["solver"]["iterations"] <= 5  # started from the first answer
+    bound = st.info["error_bound_l1"]
+    assert np.abs(st.pi - exact).sum() <= bound < 1e-9
+    np.testing.assert_allclose(st.pi[:8], exact[:8], rtol=1e-9)
+
+
+def test_a_system_of_small_strongly_connected_components_is_solved_in_block_triangular_order():
+    """Many small cycles chained one after another: one LU without fill across blocks, the same x as spsolve."""
+    from exactq.solvers.linear import block_triangular_order
+
+    rng = np.random.default_rng(3)
+    k, s = 400, 5  # 400 cycles of 5 states; each cycle leaks into a later one
+    n = k * s
+    rows, cols, vals = [], [], []
+    for c in range(k):  # (a loop over the 400 blocks of this test's matrix, not a solver path)
+        base = c * s
+        for i in range(s):
+            rows.append(base + i), cols.append(base + (i + 1) % s), vals.append(-0.5)
+            if c + 1 < k:
+                rows.append(base + i), cols.append(int(rng.integers((c + 1) * s, n))), vals.append(-0.3)
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(n, n)) + sp.eye(n, format="csr")
+    perm = rng.permutation(n)  # hide the order
+    A = A[perm][:, perm].tocsr()
+    b = rng.random(n)
+    order, sizes = block_triangular_order(A)
+    assert sizes.max() == s and sizes.size == k
+    blocks = np.repeat(np.arange(k), sizes)  # the block of each position of the order (sizes in label order)
+    P = A[order][:, order].tocoo()
+    above = P.col > P.row
+    assert np.all(blocks[P.row[above]] == blocks[P.col[above]])  # upper entries only inside diagonal blocks
+    x, info = solve_mmatrix(A, b)
+    assert info["solver"]["name"] == "direct" and "block triangular" in info["solver"]["why"]
+    exact = spla.spsolve(A.tocsc(), b)
+    np.testing.assert_allclose(x, exact, rtol=1e-12)
+    assert np.all(np.abs(x - exact) <= info["bound_vector"] + 1e-15)
+    # one strongly connected component: the general choice
+    C = sp.csr_matrix(np.eye(300) - 0.4 * np.roll(np.eye(300), 1, axis=1) - 0.4 * np.roll(np.eye(300), -1, axis=1))
+    assert block_triangular_order(C) is None
+    _, info = solve_mmatrix(C, np.ones(300))
+    assert "block triangular" not in info["solver"]["why"]

@@ -236,3 +236,54 @@ def test_huge_time_bounds_stop_at_the_unbounded_limit_with_a_bound():
     exact = 1.0 / (1.0 + ratios.sum())
     assert abs(p3[1] - exact) <= info3["truncated_mass"] + 1e-14 and 0 < exact < 1
     assert "steady_state_detection" in info3
+
+
+@pytest.mark.parametrize("order", ["rows", "columns"])
+def test_both_storage_orders_of_the_products_agree_with_expm(order, monkeypatch):
+    """The products' storage order is chosen by a timed trial; either order gives the same distribution."""
+    import exactq.solvers.transient as tr
+
+    rng = np.random.default_rng(7)
+    n = 40
+    R = sp.random(n, n, density=0.2, random_state=rng, format="csr") * 3.0
+    R.setdiag(0.0)
+    R.eliminate_zeros()
+    Q = (R - sp.diags(np.asarray(R.sum(axis=1)).ravel())).tocsr()
+    p0 = np.zeros(n)
+    p0[0] = 1.0
+    t = 40.0 / (1.02 * float(np.max(-Q.diagonal())))  # about 40 products
+    monkeypatch.setattr(tr, "TRIAL_MIN_PRODUCTS", 0)  # a trial even for this short series
+    orig = tr._Stepper.__init__
+
+    def init(self, *a, **k):  # then `order`, whichever the trial picked
+        orig(self, *a, **k)
+        assert self.trial is not None
+        if self.order != order:
+            M = sp.csr_matrix(self.M) if order == "rows" else sp.csc_matrix(self.M)
+            self.M, self.order = M, order
+            self.kernel = tr._csr_matvec if order == "rows" else tr._csc_matvec
+
+    monkeypatch.setattr(tr._Stepper, "__init__", init)
+    p, _ = transient(Q, p0, t)
+    exact = expm_multiply((Q * t).T.tocsc(), p0)
+    assert np.allclose(p, exact, rtol=0, atol=1e-12)
+
+
+def test_a_limit_that_cannot_be_solved_leaves_the_sum_to_run_to_the_end(monkeypatch):
+    """Steady-state detection is an optimisation: when its solve fails, the full Poisson sum answers."""
+    import exactq.solvers.transient as tr
+    from exactq.errors import ConvergenceError
+    from exactq.solvers.transient import transient_values
+
+    Q = sp.csr_array([[-2.0, 2.0], [1.0, -1.0]])
+    t = 30_000.0 / 2.04  # rate_time 30,000 > STEADY_STATE_MIN_STEPS: detection on
+    ref, _ = transient_values(Q, [0.0, 1.0], t)
+
+    def fail(*a, **k):
+        raise ConvergenceError("no stationary solver gave a valid vector (test)")
+
+    monkeypatch.setattr(tr, "long_run_values", fail)
+    out, info = transient_values(Q, [0.0, 1.0], t)
+    assert info["fox_glynn"] is not None and info["matvecs"] == info["fox_glynn"]["right"]  # summed to the end
+    np.testing.assert_allclose(out, 2 / 3, rtol=1e-10)
+    np.testing.assert_allclose(out, ref, rtol=1e-10)
