@@ -193,6 +193,44 @@ def prob1a(P, groups, constraint, target, *, structure: RowStructure | None = No
     return ~_backward(st.state_graph(reverse=True), zero, constraint & ~target)
 
 
+def _gather(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The column indices of the CSR rows ``rows``, concatenated (no Python loop over the rows)."""
+    starts, stops = indptr[rows], indptr[rows + 1]
+    lens = stops - starts
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=indices.dtype)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    return indices[np.arange(total) + offsets]
+
+
+def _trim(st: RowStructure, U: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``U`` without the non-target states that have no choice staying in it, to a fixpoint.
+
+    Such a state cannot be in :func:`prob1e`'s fixpoint (it cannot move without risking
+    to leave it), nor can the states that lose their last staying choice when it goes:
+    a worklist with a count of staying choices per state (each choice is touched once
+    when it stops staying, so the whole cascade costs ``O(nnz)`` plus a few array
+    operations per wave). Without it the fixpoint loop removed one layer per round: a
+    gambler's-ruin MDP of 20,000 states took more than 5 minutes.
+    """
+    U = U.copy()
+    stay = st.all_successors(U[st.nnz_col]) & U[st.owner]
+    good = np.bincount(st.owner[stay], minlength=st.n_states)
+    frontier = np.flatnonzero(U & ~target & (good == 0))
+    rev = st.reverse
+    while frontier.size:
+        U[frontier] = False
+        ch = np.unique(_gather(rev.indptr, rev.indices, frontier))
+        ch = ch[stay[ch]]  # the choices that stop staying now
+        stay[ch] = False
+        owners = st.owner[ch]
+        np.subtract.at(good, owners, 1)
+        cand = np.unique(owners)
+        frontier = cand[U[cand] & ~target[cand] & (good[cand] == 0)]
+    return U
+
+
 def prob1e(P, groups, constraint, target, *, structure: RowStructure | None = None,
            zero_max: np.ndarray | None = None, with_rows: bool = False):
     """States with ``Pmax(constraint U target) = 1``, the greatest fixpoint of Baier & Katoen (2008), Alg. 46.
@@ -217,6 +255,7 @@ def prob1e(P, groups, constraint, target, *, structure: RowStructure | None = No
     zero = prob0a(P, groups, constraint, target, structure=st) if zero_max is None else zero_max
     U = ~zero & (constraint | target)
     while True:
+        U = _trim(st, U, target)
         stay = st.all_successors(U[st.nnz_col]) & U[st.owner]
         R = _backward(st.state_graph(rows=stay, reverse=True), target & U, U & ~target)
         if np.array_equal(R, U):
@@ -357,8 +396,34 @@ def backup(P: sp.csr_matrix, b: np.ndarray, v: np.ndarray, starts: np.ndarray, s
     """
     q = P @ v
     q += b if q.ndim == 1 else b[:, None]
-    best = (np.maximum if sense == "max" else np.minimum).reduceat(q, starts, axis=0)
+    slots = _slots(starts, q.shape[0])
+    if slots is not None:  # a gather into (states, most choices) and a max along it: ~4x faster than reduceat
+        best = q[slots].max(axis=1) if sense == "max" else q[slots].min(axis=1)
+    else:
+        best = (np.maximum if sense == "max" else np.minimum).reduceat(q, starts, axis=0)
     return best, q
+
+
+_SLOTS: dict = {}
+
+
+def _slots(starts: np.ndarray, n_rows: int) -> np.ndarray | None:
+    """``(n_states, c)`` row indices, each state's choices padded with its first (a repeated row leaves
+    the max and min unchanged), where ``c`` (the most choices of a state) keeps it within twice the rows;
+    cached per row layout (the iterations back up the same layout thousands of times)."""
+    key = (id(starts), starts.size, n_rows)
+    hit = _SLOTS.get(key)
+    if hit is not None and hit[0] is starts:
+        return hit[1]
+    counts = np.diff(np.append(starts, n_rows))
+    c = int(counts.max(initial=1))
+    slots = None
+    if starts.size and np.all(counts >= 1) and starts.size * c <= 2 * n_rows:
+        slots = starts[:, None] + np.minimum(np.arange(c)[None, :], (counts - 1)[:, None])
+    if len(_SLOTS) > 8:
+        _SLOTS.clear()
+    _SLOTS[key] = (starts, slots)
+    return slots
 
 
 def greedy(q: np.ndarray, best: np.ndarray, groups: np.ndarray, *, current: np.ndarray | None = None,
