@@ -838,22 +838,7 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     R.sum_duplicates()
     R.eliminate_zeros()
     n_trans = int(R.nnz) + n_dead
-    ctx = EvalContext(states)
-    state_rewards = {}
-    keys = []
-    for k, rs in enumerate(info.rewards):
-        key = rs.name if rs.name is not None else f"#{k + 1}"
-        keys.append(key)
-        acc = np.zeros(n)
-        for guard, value in rs.state_items:
-            with np.errstate(all="ignore"):
-                v = np.where(guard.full(ctx), value.full(ctx), 0.0)
-            if not np.all(np.isfinite(v)):
-                i = int(np.flatnonzero(~np.isfinite(v))[0])
-                raise PrismModelError(f"the state reward '{value.text}' of reward structure {key!r} is not finite "
-                                      f"in state {b.state_text(states[i])}")
-            acc = acc + v
-        state_rewards[key] = acc
+    keys, state_rewards = _state_rewards(b, info, states)
     constants = {k: v for k, (_, v) in info.constants.items() if v is not None}
     first = int(space.index(init[:1])[0])
     if b.discrete:
