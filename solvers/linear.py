@@ -138,6 +138,16 @@ ITERATION_OVERHEAD_SECONDS = 2e-5
 #: (measured: BiCGSTAB took 12-100 iterations on the cluster, FMS and Kanban chains of 3,574-10,132 states,
 #: 23-30 on reaction networks, 80-220 on FMS and Kanban at 36k-58k states)
 DIRECT_PREFERENCE = 1.0
+#: a predicted LU above this many seconds is tried after a bounded BiCGSTAB run (:func:`choose` with
+#: ``trial=True``): the nested-dissection prediction is a lower bound of SuperLU's work (measured on the PRISM
+#: case studies: cluster N=16, 10,132 states, predicted 0.13 s, factorised in 0.30-0.34 s; tandem c=127, 32,640
+#: states, predicted 0.014 s, 0.13 s), while BiCGSTAB took 4 and 24 iterations (0.04 s and 0.20 s with its
+#: certificate), so a trial costs little when it fails and saves the LU when it converges
+TRIAL_MIN_SECONDS = 0.01
+#: the trial's iteration budget: this many times the predicted LU time, in predicted iterations, at least
+#: :data:`TRIAL_MIN_ITERATIONS`
+TRIAL_BUDGET = 2.0
+TRIAL_MIN_ITERATIONS = 40
 #: restarts of BiCGSTAB after a breakdown
 MAX_RESTARTS = 20
 #: up to this many unknowns the LU is always cheap (no prediction needed); above it the fill is predicted,
@@ -252,8 +262,15 @@ def _envelope(A: sp.spmatrix) -> LUPrediction:
                         f"reverse Cuthill-McKee envelope, bandwidth {int(width.max())}")
 
 
-def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto") -> tuple[str, dict]:
+def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto",
+           trial: bool = False) -> tuple[str, dict]:
     """Pick ``direct`` or ``bicgstab`` for ``A`` by predicted cost; returns (name, details).
+
+    With ``trial=True`` (a caller that falls back to the LU when BiCGSTAB does not
+    converge), a predicted LU of more than :data:`TRIAL_MIN_SECONDS` is preceded by a
+    BiCGSTAB run of at most ``details["trial_iterations"]`` iterations (about
+    :data:`TRIAL_BUDGET` times the predicted LU time): the prediction is a lower bound of
+    the LU's work, often 3-10 times below it.
 
     Raises
     ------
@@ -277,6 +294,12 @@ def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto") -> t
         return "direct", {**details, "why": f"small system ({A.shape[0]} unknowns)"}
     fits = budget is None or pred.bytes <= budget
     if fits and pred.seconds <= DIRECT_PREFERENCE * iterative_seconds:
+        if trial and pred.seconds > TRIAL_MIN_SECONDS:
+            per_iteration = iterative_seconds / EXPECTED_ITERATIONS
+            limit = max(TRIAL_MIN_ITERATIONS, int(math.ceil(TRIAL_BUDGET * pred.seconds / per_iteration)))
+            return "bicgstab", {**details, "trial_iterations": limit,
+                                "why": f"predicted LU {format_bytes(pred.bytes)}, ~{pred.seconds:.2g} s ({pred.kind}): "
+                                       f"BiCGSTAB first, within {limit} iterations"}
         return "direct", {**details, "why": f"predicted LU {format_bytes(pred.bytes)}, ~{pred.seconds:.2g} s "
                                             f"({pred.kind})"}
     if not fits:
@@ -604,7 +627,7 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
         out = _solve_block_triangular(sp.csr_matrix(A), np.asarray(b, dtype=float), asked=solver)
         if out is not None:
             return out
-    name, details = choose(A, coords=coords, jumps=jumps, asked=solver)
+    name, details = choose(A, coords=coords, jumps=jumps, asked=solver, trial=solver == "auto")
     A = sp.csr_matrix(A)
     prec = None
     tried = []
@@ -624,7 +647,7 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
             details.update(seconds=time.perf_counter() - t0, lu_nnz=int(lu.nnz))
         else:
             prec = PRECONDITIONER(A)
-            x, it = solve_iterative(A, b, rtol=rtol, prec=prec)
+            x, it = solve_iterative(A, b, rtol=rtol, prec=prec, maxiter=details.get("trial_iterations"))
             details.update(iterations=it["iterations"], status=it["status"], preconditioner=prec.name)
             if it["status"] != 0 or not np.all(np.isfinite(x)):
                 tried.append(f"bicgstab: status {it['status']} after {it['iterations']} iterations")

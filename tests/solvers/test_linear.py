@@ -303,3 +303,60 @@ def test_a_system_of_small_strongly_connected_components_is_solved_in_block_tria
     assert block_triangular_order(C) is None
     _, info = solve_mmatrix(C, np.ones(300))
     assert "block triangular" not in info["solver"]["why"]
+
+
+# ------------------------------------------------------------------ the bounded BiCGSTAB trial before a costly LU
+def test_a_costly_predicted_lu_is_preceded_by_a_bounded_bicgstab_trial(monkeypatch):
+    Q, coords = grid_generator((60, 60))
+    jumps = np.array([1, 1])
+    name, details = choose(Q, coords=coords, jumps=jumps)
+    assert name == "direct"  # without the trial: the LU
+    monkeypatch.setattr(linear, "TRIAL_MIN_SECONDS", 0.0)
+    name, details = choose(Q, coords=coords, jumps=jumps, trial=True)
+    assert name == "bicgstab" and details["trial_iterations"] >= linear.TRIAL_MIN_ITERATIONS
+    assert "BiCGSTAB first" in details["why"]
+    it = stationary(Q, coords=coords, jumps=jumps)
+    lu = stationary(Q, method="direct", coords=coords, jumps=jumps)
+    assert it.method == "bicgstab" and "recovery" not in it.info and "BiCGSTAB first" in it.info["solver"]["why"]
+    exact = product_form((60, 60))
+    assert np.abs(lu.pi - exact).sum() <= 1e-13
+    assert np.abs(it.pi - exact).sum() <= it.info["error_bound_l1"] + 1e-15  # the stated bound holds
+    assert it.info["error_bound_l1"] < 1e-10
+
+
+def test_a_failed_trial_ends_in_the_lu_without_a_warning(monkeypatch):
+    import warnings
+
+    Q, coords = grid_generator((60, 60))
+    jumps = np.array([1, 1])
+    monkeypatch.setattr(linear, "TRIAL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(linear, "TRIAL_MIN_ITERATIONS", 1)
+    monkeypatch.setattr(linear, "TRIAL_BUDGET", 0.0)  # one iteration: BiCGSTAB cannot converge
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        st = stationary(Q, coords=coords, jumps=jumps)
+    assert st.method == "direct" and st.info["recovery"][-1]["to"] == "direct"
+    np.testing.assert_allclose(st.pi, product_form((60, 60)), rtol=1e-9)
+    # the same trial on a reachability system: the LU after the failed iterations, the value checked
+    A = sp.identity(Q.shape[0], format="csr") - (Q - sp.diags(Q.diagonal())) / (1.0 + float((-Q.diagonal()).max()))
+    b = np.full(A.shape[0], 0.5 / (1.0 + float((-Q.diagonal()).max())))
+    x, info = solve_mmatrix(A, b, coords=coords, jumps=jumps)
+    assert info["solver"]["name"] == "direct" and "so the LU after all" in info["solver"]["why"]
+    np.testing.assert_allclose(A @ x, b, rtol=0, atol=1e-12)
+
+
+def test_the_mass_estimate_is_the_symmetric_gauss_seidel_sweeps():
+    # the estimate's SuperLU triangular solves against a dense re-derivation of the same sweeps
+    from exactq.solvers.stationary import _mass_estimate
+
+    Q, _ = grid_generator((12, 9), up=1.3, down=0.7)
+    QT = Q.T.toarray()
+    d = -np.diag(QT)
+    low, up = np.tril(QT, -1), np.triu(QT, 1)
+    x = np.full(Q.shape[0], 1.0 / Q.shape[0])
+    for _ in range(3):
+        y = np.linalg.solve(np.diag(d) - low, up @ x)
+        y /= y.max()
+        x = np.linalg.solve(np.diag(d) - up, low @ y)
+        x /= x.max()
+    np.testing.assert_allclose(_mass_estimate(sp.csr_matrix(Q)), x, rtol=1e-12)
