@@ -374,8 +374,69 @@ class SymmetricGaussSeidel:
         return self.upper.solve(self.d * self.lower.solve(r))
 
 
+class Jacobi:
+    """The diagonal (Jacobi) preconditioner ``M = D`` of ``A``: no set-up, one product a solve.
+
+    Examples
+    --------
+    >>> A = sp.csr_matrix([[4.0, -1.0], [-2.0, 5.0]])
+    >>> Jacobi(A).solve(np.array([4.0, 10.0])).tolist()
+    [1.0, 2.0]
+    """
+
+    #: how the solvers' info names it
+    name = "jacobi"
+
+    def __init__(self, A: sp.spmatrix):
+        d = np.asarray(A.diagonal(), dtype=float)
+        if np.any(d == 0):
+            raise ZeroDivisionError("Jacobi needs a nonzero diagonal")
+        self.inverse = 1.0 / d
+
+    def solve(self, r: np.ndarray, trans: bool = False) -> np.ndarray:
+        return r * self.inverse
+
+
+class JacobiFirst:
+    """Jacobi for the first :data:`JACOBI_ITERATIONS` iterations, then :class:`SymmetricGaussSeidel`.
+
+    A symmetric Gauss-Seidel step costs about three products with ``A`` (SuperLU's
+    triangular solves run at about half the speed of a product), and its set-up two
+    symbolic factorisations; on systems where Jacobi converges as fast (chains that mix
+    quickly, such as Herman's ring: 17 Jacobi against 23 Gauss-Seidel iterations, 0.06 s
+    against 0.30 s on 8,192 states and 1.6M transitions) that is wasted. Where Jacobi is
+    slow (the stiff steady states of PRISM's CTMC case studies), :func:`solve_iterative`
+    goes on from its last iterate with the Gauss-Seidel sweeps, which it builds then; the
+    trial costs at most ``2 * JACOBI_ITERATIONS`` products. Once upgraded it stays so
+    (the certificate's solve reuses it).
+    """
+
+    def __init__(self, A: sp.spmatrix):
+        self.A = A
+        self.jacobi = Jacobi(A)
+        self.current = self.jacobi
+
+    @property
+    def name(self) -> str:
+        return self.current.name
+
+    @property
+    def trying(self) -> bool:
+        return self.current is self.jacobi
+
+    def upgrade(self) -> None:
+        if self.current is self.jacobi:
+            self.current = SymmetricGaussSeidel(self.A)
+
+    def solve(self, r: np.ndarray, trans: bool = False) -> np.ndarray:
+        return self.current.solve(r, trans)
+
+
+#: iterations of Jacobi-preconditioned BiCGSTAB before :class:`JacobiFirst` changes to Gauss-Seidel
+JACOBI_ITERATIONS = 20
+
 #: the preconditioner of BiCGSTAB (:func:`solve_iterative`, the reachability and steady-state systems)
-PRECONDITIONER = SymmetricGaussSeidel
+PRECONDITIONER = JacobiFirst
 
 
 def _blas_single_thread():
@@ -397,6 +458,10 @@ def solve_iterative(A: sp.spmatrix, b: np.ndarray, *, x0: np.ndarray | None = No
 
     ``prec`` (a :class:`SymmetricGaussSeidel` or :class:`GaussSeidel` of ``A``) defaults
     to :data:`PRECONDITIONER`.
+
+    With a :class:`JacobiFirst` preconditioner (the default) the first
+    :data:`JACOBI_ITERATIONS` iterations are Jacobi's, and ``maxiter`` bounds the
+    Gauss-Seidel iterations that follow when those did not converge.
 
     Iterates towards ``||b - A x|| <= rtol ||b||``; when it stops short of that (a
     breakdown or stagnation at the rounding level) the answer still counts as converged
@@ -422,13 +487,24 @@ def solve_iterative(A: sp.spmatrix, b: np.ndarray, *, x0: np.ndarray | None = No
     restarts = 0
     bnorm = float(np.linalg.norm(b)) or 1.0
     best, best_res = None, math.inf
+    trial = getattr(prec, "trying", False)  # a JacobiFirst still on Jacobi: a bounded run first
     with _blas_single_thread(), np.errstate(over="ignore", invalid="ignore"):
         while True:
-            x, status = spla.bicgstab(Aop, b, x0=x0, M=M, rtol=rtol, atol=0.0, maxiter=limit - count[0], callback=cb)
+            stop = min(limit, JACOBI_ITERATIONS) if trial else limit
+            x, status = spla.bicgstab(Aop, b, x0=x0, M=M, rtol=rtol, atol=0.0, maxiter=max(stop - count[0], 1),
+                                      callback=cb)
             res = float(np.linalg.norm(b - Aop @ x)) / bnorm if np.all(np.isfinite(x)) else math.inf
             improved = res < 0.5 * best_res
             if res < best_res:
                 best, best_res = x, res
+            if trial and status != 0:
+                # Jacobi did not converge within its trial: on with Gauss-Seidel from the best iterate, with
+                # the whole iteration limit (the trial's iterations cost about a third of a Gauss-Seidel one)
+                trial = False
+                prec.upgrade()
+                x0 = best
+                limit += count[0]
+                continue
             # a breakdown (status < 0: the shadow residual became orthogonal) is cured by restarting from
             # the current iterate, which renews the shadow residual (van der Vorst 1992, sec. 4); restarts
             # stop when they no longer halve the residual (stagnation at the rounding level)
