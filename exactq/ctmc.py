@@ -675,7 +675,8 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
         (the largest change of each variable seen so far) also takes
         ``tolerant=True``: it then reports the states whose expansion would raise
         in ``extras["_bad"]`` instead of raising, and the search may expand a box
-        of states around a thin frontier at once (see :class:`_Search`).
+        of states around a thin frontier, or states guessed from a period of the
+        frontiers, at once (see :class:`_Search`).
     names : sequence of str
     hi, lo : (d,) array_like of int
         The box (``lo`` defaults to 0).
@@ -755,6 +756,12 @@ class _Search:
     would raise it. The window grows (``steps`` doubles) while most of its states
     are reachable, and shrinks otherwise; the expander opts in by having
     ``tolerant = True`` and ``jumps`` (the largest change of each variable so far).
+
+    Where the states found are too sparse in their bounding box for a box to pay (a
+    protocol's chunk counter and a receiver's copy of it), a *shifted window*
+    (:meth:`_shift`) expands instead the states of the next rounds guessed from a
+    period of the frontiers (the frontier of ``p`` rounds ago moved by a fixed change),
+    with the same check: only what the frontier reaches is kept.
     """
 
     def __init__(self, init, expand, names, packing, seed, max_states, keep, what, meter):
@@ -775,6 +782,7 @@ class _Search:
         self.shift_k = _SHIFT_FIRST
         self.shift_wait = 0
         self.shift_fails = 0
+        self.period_misses = 0
         self.band = None  # after a good shifted window: (the last p frontiers moved as far as it went, the change)
         self.window_rounds = 0
         words_all = packing.words(init)
@@ -1052,6 +1060,8 @@ class _Search:
         the shifts; after a poor window the next is tried only after a growing number
         of rounds.
         """
+        from .budget import BudgetError
+
         if self.band is not None:  # the last window was good: guess on from where it ended
             S, delta = self.band
         else:
@@ -1061,8 +1071,11 @@ class _Search:
             if len(self.history) <= _SHIFT_PERIODS:
                 return False
             found = self._period()
-            if found is None:
+            if found is None:  # no period: look again after a growing number of rounds (at most 32)
+                self.period_misses = min(self.period_misses + 1, 32)
+                self.shift_wait = self.period_misses
                 return False
+            self.period_misses = 0
             p, delta = found
             S = np.concatenate([h[0] for h in self.history[-p:]])
         self.band = None
@@ -1071,8 +1084,15 @@ class _Search:
         k = max(1, min(self.shift_k, int(cap // max(len(S), 1))))
         per_trans = self.n_kept / max(self.base, 1)
         per_state = 8 * (3 * self.d + 3 * self.W + 8) + per_trans * 80
-        self.meter.need(0, f"{self.what}: {self.n_found} states and {self.n_kept} transitions found so far, and a "
-                        f"window of {k * len(S)} states", transient=k * len(S) * (per_state + 8 * self.d))
+        while True:  # near the budget, fewer shifts, or none (plain rounds)
+            try:
+                self.meter.need(0, f"{self.what}: {self.n_found} states and {self.n_kept} transitions found so far, "
+                                f"and a window of {k * len(S)} states", transient=k * len(S) * (per_state + 8 * self.d))
+                break
+            except BudgetError:
+                if k == 1:
+                    return False
+                k //= 2
         steps = np.arange(1, k + 1, dtype=np.int64)[:, None, None] * delta[None, None, :]
         rows = (S[None, :, :] + steps).reshape(-1, self.d)
         inside, words = pk.inside_words(rows)
