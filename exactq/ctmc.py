@@ -1016,25 +1016,24 @@ class _Search:
         if len(F) == 0:
             return None
         best, best_score = None, _SHIFT_MATCH
+        f_ends = (np.argmin(Fw[:, 0]), np.argmax(Fw[:, 0]))
         for p in range(1, len(H)):
             A, Aw, _ = H[-1 - p]
-            if len(A) == 0:
-                continue
+            if min(len(A), len(F)) <= best_score * max(len(A), len(F)):
+                continue  # the frontiers' sizes alone rule out a better score
             tried = []
-            for fa, aa in ((np.argmin(Fw[:, 0]), np.argmin(Aw[:, 0])), (np.argmax(Fw[:, 0]), np.argmax(Aw[:, 0]))):
+            for fa, aa in zip(f_ends, (np.argmin(Aw[:, 0]), np.argmax(Aw[:, 0]))):
                 delta = F[fa] - A[aa]
                 if not delta.any() or any(np.array_equal(delta, t) for t in tried):
                     continue
                 tried.append(delta)
-                if self._room(F, delta) < _SHIFT_ROOM:
-                    continue
                 inside, w = self.packing.inside_words(A + delta)
                 k = self.key_of(w[inside])
                 if len(k) == 0:
                     continue
                 pos = np.minimum(np.searchsorted(Fk, k), len(Fk) - 1)
                 score = np.count_nonzero(Fk[pos] == k) / max(len(A), len(F))
-                if score > best_score:
+                if score > best_score and self._room(F, delta) >= _SHIFT_ROOM:
                     best, best_score = (p, delta), score
         return best
 
@@ -1071,9 +1070,9 @@ class _Search:
             if len(self.history) <= _SHIFT_PERIODS:
                 return False
             found = self._period()
-            if found is None:  # no period: look again after a growing number of rounds (at most 32)
-                self.period_misses = min(self.period_misses + 1, 32)
-                self.shift_wait = self.period_misses
+            if found is None:  # no period: look again after 1, 2, 4, ... rounds (at most 64)
+                self.shift_wait = 1 << self.period_misses
+                self.period_misses = min(self.period_misses + 1, 6)
                 return False
             self.period_misses = 0
             p, delta = found
