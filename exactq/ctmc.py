@@ -1003,7 +1003,7 @@ class _Search:
         """``(p, delta)`` when the frontier is, for the most part, the frontier of ``p`` rounds ago moved by ``delta``.
 
         For every ``p`` the history holds, ``delta`` (a change of the variables, not
-        zero) is guessed from the states of smallest and of largest first word of both
+        zero) is guessed from the smallest and from the largest packed states of both
         frontiers, and scored by the share of the older frontier that, moved by it, is
         in the newer one (of the larger of the two frontiers); the best score wins (the
         smallest ``p`` among equals) if it is at least :data:`_SHIFT_MATCH`. A change
@@ -1016,13 +1016,13 @@ class _Search:
         if len(F) == 0:
             return None
         best, best_score = None, _SHIFT_MATCH
-        f_ends = (np.argmin(Fw[:, 0]), np.argmax(Fw[:, 0]))
+        f_ends = self._ends(Fw)
         for p in range(1, len(H)):
             A, Aw, _ = H[-1 - p]
             if min(len(A), len(F)) <= best_score * max(len(A), len(F)):
                 continue  # the frontiers' sizes alone rule out a better score
             tried = []
-            for fa, aa in zip(f_ends, (np.argmin(Aw[:, 0]), np.argmax(Aw[:, 0]))):
+            for fa, aa in zip(f_ends, self._ends(Aw)):
                 delta = F[fa] - A[aa]
                 if not delta.any() or any(np.array_equal(delta, t) for t in tried):
                     continue
@@ -1036,6 +1036,14 @@ class _Search:
                 if score > best_score and self._room(F, delta) >= _SHIFT_ROOM:
                     best, best_score = (p, delta), score
         return best
+
+    @staticmethod
+    def _ends(words) -> tuple:
+        """The positions of the smallest and the largest packed row (the words compared in order)."""
+        if words.shape[1] == 1:
+            return int(np.argmin(words[:, 0])), int(np.argmax(words[:, 0]))
+        order = np.lexsort(words.T[::-1])
+        return int(order[0]), int(order[-1])
 
     def _room(self, F, delta) -> int:
         """How many times the whole of ``F`` can be moved by ``delta`` and stay in the box."""
