@@ -675,7 +675,8 @@ def explore_transitions(initial, expand, names: Sequence[str], *, hi, lo=None, m
         (the largest change of each variable seen so far) also takes
         ``tolerant=True``: it then reports the states whose expansion would raise
         in ``extras["_bad"]`` instead of raising, and the search may expand a box
-        of states around a thin frontier at once (see :class:`_Search`).
+        of states around a thin frontier, or states guessed from a period of the
+        frontiers, at once (see :class:`_Search`).
     names : sequence of str
     hi, lo : (d,) array_like of int
         The box (``lo`` defaults to 0).
@@ -731,6 +732,12 @@ _WINDOW_MIN = 1 << 16
 _WINDOW_GROWTH = 4.0
 #: windows are tried only where the states found fill at least 1/_WINDOW_DENSITY of their bounding box
 _WINDOW_DENSITY = 8
+#: shifted windows: the periods tried, the share of a frontier that must recur shifted, the first number of shifts
+_SHIFT_PERIODS = 6
+_SHIFT_MATCH = 0.5
+_SHIFT_FIRST = 8
+#: a shift is tried only when the frontier can move at least this many times along it inside the box
+_SHIFT_ROOM = 16
 #: bytes a kept transition holds until the end (source, weight, target key)
 _KEPT_BYTES = 24
 
@@ -749,6 +756,12 @@ class _Search:
     would raise it. The window grows (``steps`` doubles) while most of its states
     are reachable, and shrinks otherwise; the expander opts in by having
     ``tolerant = True`` and ``jumps`` (the largest change of each variable so far).
+
+    Where the states found are too sparse in their bounding box for a box to pay (a
+    protocol's chunk counter and a receiver's copy of it), a *shifted window*
+    (:meth:`_shift`) expands instead the states of the next rounds guessed from a
+    period of the frontiers (the frontier of ``p`` rounds ago moved by a fixed change),
+    with the same check: only what the frontier reaches is kept.
     """
 
     def __init__(self, init, expand, names, packing, seed, max_states, keep, what, meter):
@@ -763,6 +776,14 @@ class _Search:
         self.windows = bool(getattr(expand, "tolerant", False)) and getattr(expand, "jumps", None) is not None
         self.steps = 16
         self.thin = 0
+        # shifted windows (see _shift): the last thin frontiers (rows, words, keys), shifts per window, back-off
+        self.shifts = bool(getattr(expand, "tolerant", False))
+        self.history: list = []
+        self.shift_k = _SHIFT_FIRST
+        self.shift_wait = 0
+        self.shift_fails = 0
+        self.period_misses = 0
+        self.band = None  # after a good shifted window: (the last p frontiers moved as far as it went, the change)
         self.window_rounds = 0
         words_all = packing.words(init)
         keys_all = self.key_of(words_all)
@@ -804,7 +825,13 @@ class _Search:
                 last = time.perf_counter()
                 self.progress(f"exploring {self.what}: {self.n_found:,} states, {self.n_kept:,} transitions, "
                               f"round {self.rounds}, frontier {len(self.frontier):,}")
-            if self.windows and self.thin >= _THIN_ROUNDS and self._window():
+            if self.thin:
+                self.history.append((self.frontier, self.words, self.keys))
+                del self.history[:-_SHIFT_PERIODS - 1]
+            else:
+                self.history.clear()
+            if self.thin >= _THIN_ROUNDS and (self.windows and self._window() or self.shifts and self._shift()):
+                self.history.clear()  # the next frontier is no breadth-first level: no period to compare with
                 continue
             self._bfs_round()
         return self._finish()
@@ -913,7 +940,6 @@ class _Search:
     def _window(self) -> bool:
         """One window round (see the class docstring); False when no useful window fits (then a BFS round)."""
         from .budget import BudgetError
-        from .errors import ExactqError
 
         pk, F = self.packing, self.frontier
         jumps = np.asarray(self.expand.jumps, dtype=np.int64)
@@ -954,7 +980,6 @@ class _Search:
                 lo_w = np.maximum(pk.lo, f_lo - steps * down)
                 hi_w = np.minimum(pk.hi, f_hi + steps * up)
                 size = float(np.prod((hi_w - lo_w + 1).astype(float)))
-        from scipy.sparse.csgraph import breadth_first_order  # (imports scipy.sparse.linalg: only when used)
 
         n_w = int(size)
         radix = hi_w - lo_w + 1
@@ -965,20 +990,170 @@ class _Search:
         wwords = pk.words(rows)
         wkeys = self.key_of(wwords)
         fresh = np.flatnonzero(~self.seen.contains(wkeys, wwords if self.wide else None))
+        density = self._expand_window(rows[fresh], wwords[fresh], wkeys[fresh])
+        if density is None:  # a fault (or the budget) somewhere in the box: take the frontier round by round
+            self.windows = False
+            return False
+        self.steps = steps * 2 if density >= 0.5 else max(1, steps // 2)
+        if density < 1 / 16:
+            self.windows = False  # the boxes are mostly unreachable here: plain rounds are cheaper
+        return True
+
+    def _period(self):
+        """``(p, delta)`` when the frontier is, for the most part, the frontier of ``p`` rounds ago moved by ``delta``.
+
+        For every ``p`` the history holds, ``delta`` (a change of the variables, not
+        zero) is guessed from the smallest and from the largest packed states of both
+        frontiers, and scored by the share of the older frontier that, moved by it, is
+        in the newer one (of the larger of the two frontiers); the best score wins (the
+        smallest ``p`` among equals) if it is at least :data:`_SHIFT_MATCH`. A change
+        that leaves the box within :data:`_SHIFT_ROOM` moves (a retry counter that
+        ends at 10) is no long-range period and is not tried. A guess only: what a
+        shifted window keeps is checked by expanding it.
+        """
+        H = self.history
+        F, Fw, Fk = H[-1]
+        if len(F) == 0:
+            return None
+        best, best_score = None, _SHIFT_MATCH
+        f_ends = self._ends(Fw)
+        for p in range(1, len(H)):
+            A, Aw, _ = H[-1 - p]
+            if min(len(A), len(F)) <= best_score * max(len(A), len(F)):
+                continue  # the frontiers' sizes alone rule out a better score
+            tried = []
+            for fa, aa in zip(f_ends, self._ends(Aw)):
+                delta = F[fa] - A[aa]
+                if not delta.any() or any(np.array_equal(delta, t) for t in tried):
+                    continue
+                tried.append(delta)
+                inside, w = self.packing.inside_words(A + delta)
+                k = self.key_of(w[inside])
+                if len(k) == 0:
+                    continue
+                pos = np.minimum(np.searchsorted(Fk, k), len(Fk) - 1)
+                score = np.count_nonzero(Fk[pos] == k) / max(len(A), len(F))
+                if score > best_score and self._room(F, delta) >= _SHIFT_ROOM:
+                    best, best_score = (p, delta), score
+        return best
+
+    @staticmethod
+    def _ends(words) -> tuple:
+        """The positions of the smallest and the largest packed row (the words compared in order)."""
+        if words.shape[1] == 1:
+            return int(np.argmin(words[:, 0])), int(np.argmax(words[:, 0]))
+        order = np.lexsort(words.T[::-1])
+        return int(order[0]), int(order[-1])
+
+    def _room(self, F, delta) -> int:
+        """How many times the whole of ``F`` can be moved by ``delta`` and stay in the box."""
+        pk = self.packing
+        up, down = delta > 0, delta < 0
+        room = np.concatenate([(pk.hi[up] - F[:, up].max(axis=0)) // delta[up],
+                               (F[:, down].min(axis=0) - pk.lo[down]) // -delta[down]])
+        return int(room.min()) if room.size else 0
+
+    def _shift(self) -> bool:
+        """A shifted window; False when none applies (then a BFS round).
+
+        Where a thin frontier recurs moved by a fixed change of the variables every
+        ``p`` rounds (a protocol that sends chunk after chunk: the same steps for every
+        chunk, with the chunk counter one higher), the states of the next ``k p``
+        rounds are guessed as the last ``p`` frontiers moved by ``1..k`` times that
+        change; the guesses are expanded together with the frontier, and only those the
+        frontier reaches are kept (:meth:`_expand_window`), so the guess costs time,
+        never correctness. While most guesses are reached, the next window goes on from
+        where this one ended (the targets beyond it are the next frontier) with twice
+        the shifts; after a poor window the next is tried only after a growing number
+        of rounds.
+        """
+        from .budget import BudgetError
+
+        if self.band is not None:  # the last window was good: guess on from where it ended
+            S, delta = self.band
+        else:
+            if self.shift_wait > 0:
+                self.shift_wait -= 1
+                return False
+            if len(self.history) <= _SHIFT_PERIODS:
+                return False
+            found = self._period()
+            if found is None:  # no period: look again after 1, 2, 4, ... rounds (at most 64)
+                self.shift_wait = 1 << self.period_misses
+                self.period_misses = min(self.period_misses + 1, 6)
+                return False
+            self.period_misses = 0
+            p, delta = found
+            S = np.concatenate([h[0] for h in self.history[-p:]])
+        self.band = None
+        pk = self.packing
+        cap = max(_WINDOW_MIN, _WINDOW_GROWTH * self.n_found)
+        k = max(1, min(self.shift_k, int(cap // max(len(S), 1))))
+        per_trans = self.n_kept / max(self.base, 1)
+        per_state = 8 * (3 * self.d + 3 * self.W + 8) + per_trans * 80
+        while True:  # near the budget, fewer shifts, or none (plain rounds)
+            try:
+                self.meter.need(0, f"{self.what}: {self.n_found} states and {self.n_kept} transitions found so far, "
+                                f"and a window of {k * len(S)} states", transient=k * len(S) * (per_state + 8 * self.d))
+                break
+            except BudgetError:
+                if k == 1:
+                    return False
+                k //= 2
+        steps = np.arange(1, k + 1, dtype=np.int64)[:, None, None] * delta[None, None, :]
+        rows = (S[None, :, :] + steps).reshape(-1, self.d)
+        inside, words = pk.inside_words(rows)
+        rows, words = rows[inside], words[inside]
+        keys, first = _unique_first(self.key_of(words))
+        rows, words = rows[first], words[first]
+        fresh = np.flatnonzero(~self.seen.contains(keys, words if self.wide else None))
+        if fresh.size == 0:
+            self.shift_wait = 1 << min(self.shift_fails, 8)
+            self.shift_fails += 1
+            return False
+        density = self._expand_window(rows[fresh], words[fresh], keys[fresh])
+        if density is None:
+            self.shifts = False
+            return False
+        if density >= 0.5:
+            self.shift_k = 2 * k
+            self.shift_fails = 0
+            self.band = S + k * delta, delta
+        else:
+            self.shift_k = max(1, k // 4)
+            self.shift_wait = 1 << min(self.shift_fails, 8)
+            self.shift_fails += 1
+        return True
+
+    def _expand_window(self, rows, wwords, wkeys):
+        """Expand the frontier and the unseen candidate states ``rows`` at once; keep what the frontier reaches.
+
+        The candidates (distinct, none of them seen) are expanded with the expander's
+        errors deferred; the candidates reachable from the frontier through
+        transitions inside frontier + candidates are found by a graph search and kept,
+        with their transitions, and the targets outside that are not seen yet are the
+        next frontier. Every state kept is reachable, and every reachable state not
+        kept is reached later from a kept one. Returns the fraction of the expanded
+        states that were kept, or None (nothing kept) after a fault or the budget.
+        """
+        from scipy.sparse.csgraph import breadth_first_order  # (imports scipy.sparse.linalg: only when used)
+
+        from .errors import ExactqError
+
+        F = self.frontier
         nF = len(F)
-        C = np.concatenate([F, rows[fresh]])
-        Cw = np.concatenate([self.words, wwords[fresh]])
-        Ck = np.concatenate([self.keys, wkeys[fresh]])
+        C = np.concatenate([F, rows])
+        Cw = np.concatenate([self.words, wwords])
+        Ck = np.concatenate([self.keys, wkeys])
         del rows, wwords, wkeys
         held = self.meter.held
         try:
             blocks, extras = self.expand(C, Cw, tolerant=True)
             blocks = [(np.asarray(s, dtype=np.int64), w, np.asarray(t, dtype=np.int64).reshape(len(s), self.W))
                       for s, w, t in blocks]
-        except ExactqError:  # a fault (or the budget) somewhere in the box: take the frontier round by round
+        except ExactqError:
             self.meter.held = held
-            self.windows = False
-            return False
+            return None
         nC = len(C)
         local = []
         k0, k1 = (int(Ck.min()), int(Ck.max())) if not self.wide else (0, -1)
@@ -1046,12 +1221,8 @@ class _Search:
                 fresh_keys.append(k[f])
                 fresh_words.append(w[f])
         self._discover(fresh_keys, fresh_words)
-        density = (nF + len(new_in)) / nC
-        self.steps = steps * 2 if density >= 0.5 else max(1, steps // 2)
-        if density < 1 / 16:
-            self.windows = False  # the boxes are mostly unreachable here: plain rounds are cheaper
         self.window_rounds += 1
-        return True
+        return (nF + len(new_in)) / nC
 
     # -- the result ------------------------------------------------------------------------
     @staticmethod
