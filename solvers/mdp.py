@@ -87,7 +87,7 @@ from .mdp_graph import (RowStructure, attractor, backup, greedy, maximal_end_com
                         prob1e, rows_inside)
 
 __all__ = ["reachability", "total_reward", "Reduced", "reduce_to", "interval_iteration", "policy_iteration",
-           "verified_bracket",
+           "verified_bracket", "defect_bracket",
            "METHODS"]
 
 METHODS = ("auto", "interval-iteration", "policy-iteration")
@@ -238,15 +238,17 @@ def _verify_upper(red, sense, u, tries: int = 8):
 POLICY_LU_ALWAYS = 5000
 
 
-def _solve_policy(red: Reduced, choice: np.ndarray) -> np.ndarray:
+def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = None) -> np.ndarray:
     """Value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c`` by a sparse LU and one refinement step,
     or, above :data:`POLICY_LU_ALWAYS` states where the LU's predicted fill or time is larger than an
     iterative solve's, by Gauss-Seidel-preconditioned BiCGSTAB to its stated error bound.
 
+    ``rhs`` (one entry per reduced state) replaces ``b_c`` (the defect certificate's systems).
     ``I - Q_c`` of a scheduler that leaves the reduced states almost surely is a
     non-singular M-matrix, so the LU pivots on the diagonal.
     """
     n = red.n
+    b = red.b[choice] if rhs is None else np.asarray(rhs, dtype=float)
     Qc = red.Q[choice]
     A = (sp.identity(n, format="csc") - Qc.tocsc()).tocsc()
     if n > POLICY_LU_ALWAYS:
@@ -256,14 +258,13 @@ def _solve_policy(red: Reduced, choice: np.ndarray) -> np.ndarray:
         # the LU's predicted fill and time decide, as for the chains' systems (exactq.solvers.linear.choose)
         name, _ = choose(A)
         if name != "direct":
-            x, _info = solve_mmatrix(A, red.b[choice], solver=name, what=f"a policy's system ({n} states)")
+            x, _info = solve_mmatrix(A, b, solver=name, what=f"a policy's system ({n} states)")
             return np.atleast_1d(np.asarray(x, dtype=float))
     require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
     try:
         lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
     except RuntimeError as exc:  # exactly singular: the scheduler keeps an end component
         raise ConvergenceError(f"policy iteration: a policy's linear system is singular ({exc})") from None
-    b = red.b[choice]
     x = lu.solve(b)
     x = x + lu.solve(b - A @ x)
     return np.atleast_1d(np.asarray(x, dtype=float))
@@ -303,6 +304,99 @@ def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: 
 
 #: backups :func:`verified_bracket` tries per slack before it widens the slack
 _VERIFY_SWEEPS = 12
+
+
+#: policy-improvement steps :func:`defect_bracket` may take on each defect MDP (one sparse solve each)
+DEFECT_IMPROVEMENTS = 3
+_FLIP = {"max": "min", "min": "max"}
+
+
+def defect_bracket(red: Reduced, sense: str, x: np.ndarray, choice: np.ndarray, *,
+                   improvements: int | None = None):
+    """Bounds ``L <= x* <= U`` from policy ``choice``'s values ``x`` that absorb *absolute* defects.
+
+    :func:`verified_bracket`'s slack ``d x`` is relative: where a choice beats the kept
+    one by a few ulps (absolute) and the state's one-step value ``b`` is 0, no ``d``
+    makes ``(1 + d) x`` a super-solution. Here the slack is additive. With
+    ``q_c = b_c + Q_c x`` (per choice) and any ``w``::
+
+        F(x + w) - (x + w) = opt_c (r_c + Q_c w) - w,    r_c = q_c - x_s,
+
+    exactly (``s`` the owner of choice ``c``), so ``U = x + w`` satisfies ``F(U) <= U``
+    iff ``w >= opt_c (r_c + Q_c w)``: ``w`` must be a super-solution of a *defect MDP*
+    with the same transitions, the defects ``r`` as one-step rewards and the same
+    ``opt``. Likewise ``L = x - w'`` satisfies ``F(L) >= L`` iff ``w' >= opt'_c (-r_c +
+    Q_c w')`` with the opposite ``opt'``; and ``max(L, 0)`` too (``F(0) >= 0`` as
+    ``b >= 0``). With the uniform defect ``r_c = eps`` this is ``w = eps v``, ``v >= 1 +
+    max_c Q_c v`` an upper bound of the expected number of steps in the reduced states,
+    finite because no scheduler can stay in them forever (module docstring, steps 2 and 4;
+    Rmin's reduced model may keep end components of positive reward, which the
+    per-choice defects ``r_c`` make strongly negative for the lower side, so the policies
+    below avoid them); the per-choice defects give widths proportional to the defects
+    met along the way (a state of value 1e-5 does not inherit the ulps of a state of
+    value 0.5).
+
+    ``w`` is the value of a policy of the defect MDP with the rewards raised by a margin
+    (the rounding of one backup, ``8 eps (|x| + |F(x)|)``, plus the solve's residual),
+    starting from ``choice``, by one sparse solve; if ``w >= opt_c(r_c + Q_c w) +
+    margin / 2`` fails, up to ``improvements`` policy-improvement steps (one solve
+    each). Before that ``x`` gets one step of iterative refinement (one more solve),
+    which brings the solve's residual (BiCGSTAB's ~1e-13) down to rounding. ``U`` and
+    ``L`` are then verified by one exact backup each (the algebra is not trusted alone),
+    with :func:`verified_bracket`'s rounding allowance.
+
+    Returns
+    -------
+    ``(L, U, details)`` or ``None`` (a check failed, a system was singular, a budget ran out).
+    """
+    improvements = DEFECT_IMPROVEMENTS if improvements is None else int(improvements)
+    n = red.n
+    details = {"solves": 0, "improvements": 0}
+    if n == 0:
+        z = np.zeros(0)
+        return z, z, details
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(red.groups))
+    try:
+        # iterative refinement of the policy's values: x += (I - Q_c)^-1 (q_c(x) - x)
+        _, q = backup(red.Q, red.b, x, red.starts, sense)
+        x = x + _solve_policy(red, choice, q[choice] - x)
+        details["solves"] += 1
+        best, q = backup(red.Q, red.b, x, red.starts, sense)
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(q))):
+            return None
+        rho = 8 * _EPS * (np.abs(x) + np.abs(best)) + 1e-300
+        margin = rho + np.abs(q[choice] - x)
+        sides = []
+        for sign, opt in ((1.0, sense), (-1.0, _FLIP[sense])):
+            r0 = sign * (q - x[owner])
+            r = r0 + margin[owner]
+            pol = choice
+            for k in range(improvements + 1):
+                w = _solve_policy(red, pol, r[pol])
+                details["solves"] += 1
+                if not np.all(np.isfinite(w)):
+                    return None
+                g, _ = backup(red.Q, r0, w, red.starts, opt)
+                if np.all(g <= w - 0.5 * margin):
+                    break
+                if k == improvements:
+                    return None
+                gr, qr = backup(red.Q, r, w, red.starts, opt)
+                new = greedy(qr, gr, red.groups, current=pol, tol=0.0, sense=opt)
+                if np.array_equal(new, pol):
+                    return None
+                pol = new
+                details["improvements"] += 1
+            sides.append(w)
+    except ExactqError:
+        return None
+    U = x + sides[0]
+    L = np.maximum(x - sides[1], 0.0)
+    best, _ = backup(red.Q, red.b, np.column_stack([L, U]), red.starts, sense)
+    FL, FU = best[:, 0], best[:, 1]
+    if not (np.all(FU <= U + 8 * _EPS * np.abs(U)) and np.all(FL >= L - 8 * _EPS * np.abs(L))):
+        return None
+    return np.maximum(np.minimum(FL, FU), L), np.maximum(np.minimum(FU, U), L), details
 
 
 def policy_iteration(red: Reduced, sense: str, choice: np.ndarray, *, maxiter: int = 10_000):
@@ -462,10 +556,26 @@ def _policy_bracket(red, sense, proper, tol, atol, info, warm=None):
         return None
     info["improvements"] = nit
     bracket = verified_bracket(red, sense, x, tol, atol)
+    if bracket is not None:
+        info["certificate"] = "relative: (1 - d) x and (1 + d) x, verified by one backup each"
+    if bracket is None or not _converged(bracket[0], bracket[1], tol, atol):
+        # absolute defects (a choice better by ulps where b = 0): the additive certificate
+        defect = defect_bracket(red, sense, x, choice)
+        if defect is not None:
+            L, U, details = defect
+            if bracket is not None:
+                L, U = np.maximum(L, bracket[0]), np.minimum(U, bracket[1])
+            bracket = (L, U)
+            info["certificate"] = (f"defect: x -/+ the expected accumulated defect ({details['solves']} solves, "
+                                   f"{details['improvements']} improvements), verified by one backup each")
     if bracket is None:
         info["policy_iteration"] = "its values could not be verified as bounds (ill-conditioned systems)"
         return None
-    return bracket[0], bracket[1], choice, nit, x
+    L, U = bracket
+    info["certificate_width"] = float(np.max(U - L)) if U.size else 0.0
+    mid = 0.5 * (np.abs(L) + np.abs(U))
+    info["certificate_relative_width"] = float(np.max((U - L) / np.maximum(mid, 1e-300))) if U.size else 0.0
+    return L, U, choice, nit, x
 
 
 def _solve(mdp, st, red: Reduced, sense, method, upper_start, tol, atol, maxiter, strict, what, proper=False):
