@@ -258,8 +258,17 @@ def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = Non
         # the LU's predicted fill and time decide, as for the chains' systems (exactq.solvers.linear.choose)
         name, _ = choose(A)
         if name != "direct":
-            x, _info = solve_mmatrix(A, b, solver=name, what=f"a policy's system ({n} states)")
-            return np.atleast_1d(np.asarray(x, dtype=float))
+            # scaled to a largest entry of 1: BiCGSTAB's breakdown test is absolute (scipy: rho < eps^2), so a
+            # right-hand side of 1e-20 (a residual to refine) broke down at once and came back as x = 0
+            scale = float(np.max(np.abs(b), initial=0.0))
+            if scale == 0.0 or not np.isfinite(scale):
+                return np.zeros(n) if scale == 0.0 else np.full(n, np.nan)
+            x, info = solve_mmatrix(A, b / scale, solver=name, what=f"a policy's system ({n} states)")
+            status = info["solver"].get("status", 0)
+            if status != 0:  # asked for by name, solve_mmatrix hands back its last iterate: never a value here
+                raise ConvergenceError(f"policy iteration: BiCGSTAB did not converge on a policy's system ({n} "
+                                       f"states; status {status}, residual {info['residual']:.2e})")
+            return np.atleast_1d(np.asarray(x, dtype=float)) * scale
     require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
     try:
         lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
@@ -302,6 +311,9 @@ def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: 
     return None
 
 
+#: improvements :func:`policy_iteration` may take with its per-state threshold once the absolute one is met
+POLISH_STEPS = 8
+
 #: backups :func:`verified_bracket` tries per slack before it widens the slack
 _VERIFY_SWEEPS = 12
 
@@ -337,10 +349,10 @@ def defect_bracket(red: Reduced, sense: str, x: np.ndarray, choice: np.ndarray, 
     value 0.5).
 
     ``w`` is the value of a policy of the defect MDP with the rewards raised by a margin
-    (the rounding of one backup, ``8 eps (|x| + |F(x)|)``, plus the solve's residual),
-    starting from ``choice``, by one sparse solve; if ``w >= opt_c(r_c + Q_c w) +
-    margin / 2`` fails, up to ``improvements`` policy-improvement steps (one solve
-    each). Before that ``x`` gets one step of iterative refinement (one more solve),
+    (the rounding of ``r_c``, ``(k + 2) eps (b_c + Q_c |x| + |x_s|)`` for a row of ``k``
+    entries, plus the residual of the kept choice's solve), starting from ``choice``, by
+    one sparse solve; if ``w >= opt_c(r_c + rounding / 2 + Q_c w)`` fails, up to
+    ``improvements`` policy-improvement steps (one solve each). Before that ``x`` gets one step of iterative refinement (one more solve),
     which brings the solve's residual (BiCGSTAB's ~1e-13) down to rounding. ``U`` and
     ``L`` are then verified by one exact backup each (the algebra is not trusted alone),
     with :func:`verified_bracket`'s rounding allowance.
@@ -364,25 +376,32 @@ def defect_bracket(red: Reduced, sense: str, x: np.ndarray, choice: np.ndarray, 
         best, q = backup(red.Q, red.b, x, red.starts, sense)
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(q))):
             return None
-        rho = 8 * _EPS * (np.abs(x) + np.abs(best)) + 1e-300
-        margin = rho + np.abs(q[choice] - x)
+        # the rounding of q_c - x_s: a row of k entries sums k + 1 products of one sign, then one subtraction
+        size = np.diff(red.Q.indptr) + 2
+        rho = size * _EPS * (np.abs(red.b) + red.Q @ np.abs(x) + np.abs(x[owner])) + 1e-300
+        margin = rho + np.abs(q[choice] - x)[owner]  # and the residual of the kept choice's solve
         sides = []
         for sign, opt in ((1.0, sense), (-1.0, _FLIP[sense])):
             r0 = sign * (q - x[owner])
-            r = r0 + margin[owner]
+            r = r0 + margin
             pol = choice
             for k in range(improvements + 1):
                 w = _solve_policy(red, pol, r[pol])
                 details["solves"] += 1
                 if not np.all(np.isfinite(w)):
                     return None
-                g, _ = backup(red.Q, r0, w, red.starts, opt)
-                if np.all(g <= w - 0.5 * margin):
+                g, qw = backup(red.Q, r0 + 0.5 * rho, w, red.starts, opt)
+                if not np.all(g <= w):  # an iterative solve's residual is relative to the largest entry: refine
+                    w = w + _solve_policy(red, pol, (r[pol] + qw[pol] - 0.5 * rho[pol] - r0[pol]) - w)
+                    details["solves"] += 1
+                    g, _ = backup(red.Q, r0 + 0.5 * rho, w, red.starts, opt)
+                if np.all(g <= w):
                     break
                 if k == improvements:
                     return None
+                # a policy-improvement step of the defect MDP, in the states that failed only (still monotone)
                 gr, qr = backup(red.Q, r, w, red.starts, opt)
-                new = greedy(qr, gr, red.groups, current=pol, tol=0.0, sense=opt)
+                new = np.where(g > w, greedy(qr, gr, red.groups, current=pol, tol=0.0, sense=opt), pol)
                 if np.array_equal(new, pol):
                     return None
                 pol = new
@@ -403,9 +422,15 @@ def policy_iteration(red: Reduced, sense: str, choice: np.ndarray, *, maxiter: i
     """Howard's policy iteration on the reduced model from the proper scheduler ``choice`` (reduced rows).
 
     Returns ``(values, choice, improvements)``; a state switches only when the best
-    choice improves on the current one by more than 64 eps |q| (rounding noise).
+    choice improves on the current one by more than ``16 eps (|q| + 1)`` plus twice the
+    largest residual of the solve (rounding noise). That threshold is absolute: in a
+    state of value 1e-36 (a gambler's ``Pmin``) it hides a choice better by 8 %. Once
+    no choice passes it, up to :data:`POLISH_STEPS` more improvements use a per-state
+    threshold, ``16 eps |q|`` plus twice that state's own residual (a bounded number, so
+    noise cannot make it cycle).
     """
     it = 0
+    polished = 0
     x = np.zeros(red.n)
     while it < maxiter:
         x = _solve_policy(red, choice)
@@ -419,7 +444,13 @@ def policy_iteration(red: Reduced, sense: str, choice: np.ndarray, *, maxiter: i
         new = greedy(q, best, red.groups, current=choice, tol=tol, sense=sense)
         it += 1
         if np.array_equal(new, choice):
-            return x, choice, it
+            if polished >= POLISH_STEPS:
+                return x, choice, it
+            fine = 16 * _EPS * np.abs(own) + 2.0 * np.abs(own - x)
+            new = greedy(q, best, red.groups, current=choice, tol=fine, sense=sense)
+            if np.array_equal(new, choice):
+                return x, choice, it
+            polished += 1
         choice = new
     raise ConvergenceError(f"policy iteration did not stabilise in {maxiter} improvements")
 

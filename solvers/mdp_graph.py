@@ -231,6 +231,42 @@ def _trim(st: RowStructure, U: np.ndarray, target: np.ndarray) -> np.ndarray:
     return U
 
 
+def _prune(st: RowStructure, alive: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``alive`` states and ``live`` choices without what no end component can contain, to a fixpoint (the
+    cascade :func:`maximal_end_components` repeats between its strongly-connected-components rounds).
+
+    Removed: the choices that can move out of ``alive``; the states left without a live choice; and the
+    choices of other states that can move into a *closed* state, one whose live choices are all self-loops
+    (an end component holding it is that state alone: it cannot move anywhere else). A worklist as in
+    :func:`_trim`, with a count of live choices and of live non-self-loop choices per state; each choice
+    is touched once when it dies, so the cascade costs ``O(nnz)`` plus a few array operations per wave.
+    Without it a gambler's-ruin MDP lost one state per round (2,500 rounds of components at 10,001 states;
+    with a "stop" self-loop in every state, still a state per round by the plain loop).
+    """
+    alive = alive.copy()
+    live = live & alive[st.owner] & st.all_successors(alive[st.nnz_col])
+    pure = st.all_successors(st.nnz_col == st.owner[st.nnz_row])  # choices that surely stay put
+    good = np.bincount(st.owner[live], minlength=st.n_states)
+    moving = np.bincount(st.owner[live & ~pure], minlength=st.n_states)
+    closed = np.zeros(st.n_states, dtype=bool)
+    frontier = np.flatnonzero(alive & (moving == 0))  # closed or dead (no live choice): either way a sink
+    alive &= good > 0
+    rev = st.reverse
+    while frontier.size:
+        closed[frontier] = True
+        ch = np.unique(_gather(rev.indptr, rev.indices, frontier))
+        ch = ch[live[ch] & ~pure[ch]]  # other states' live choices that can move into a closed state
+        live[ch] = False
+        owners = st.owner[ch]
+        np.subtract.at(good, owners, 1)
+        np.subtract.at(moving, owners, 1)
+        cand = np.unique(owners)
+        dead = cand[alive[cand] & (good[cand] == 0)]
+        alive[dead] = False
+        frontier = cand[~closed[cand] & (moving[cand] == 0)]
+    return alive, live
+
+
 def prob1e(P, groups, constraint, target, *, structure: RowStructure | None = None,
            zero_max: np.ndarray | None = None, with_rows: bool = False):
     """States with ``Pmax(constraint U target) = 1``, the greatest fixpoint of Baier & Katoen (2008), Alg. 46.
@@ -338,9 +374,7 @@ def maximal_end_components(P, groups, states=None, rows=None, *, structure: RowS
     live_rows &= alive[st.owner]
     comp = np.full(st.n_states, -1, dtype=np.int64)
     while True:
-        live_rows &= st.all_successors(alive[st.nnz_col])
-        alive &= st.any_per_state(live_rows)
-        live_rows &= alive[st.owner]
+        alive, live_rows = _prune(st, alive, live_rows)
         graph = st.state_graph(rows=live_rows)
         _, labels = csgraph.connected_components(graph, directed=True, connection="strong")
         labels = np.where(alive, labels, -1)
