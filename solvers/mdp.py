@@ -787,6 +787,10 @@ def reachability(problem: Reachability, *, method: str = "auto", tol: float = 1e
     lo, hi, choice, nit, info = _solve(mdp, st, red, sense, method, 1.0, tol, atol, maxiter, strict,
                                        f"P{sense}")
     method_used = _method_used(method, info)
+    if method == "policy-iteration" and lo.size and not (np.min(lo) >= -1e-9 and np.max(hi) <= 1.0 + 1e-9):
+        # unverified values that are not even probabilities: a solve went wrong (never clip them into [0, 1])
+        raise ConvergenceError(f"P{sense}: policy iteration's values leave [0, 1] (from {np.min(lo):.3g} to "
+                               f"{np.max(hi):.3g}): a policy's linear solve is wrong")
     lower, upper = fixed.copy(), fixed.copy()
     lower[maybe], upper[maybe] = lo[red.klass[maybe]], hi[red.klass[maybe]]
     np.clip(lower, 0.0, 1.0, out=lower)

@@ -58,6 +58,14 @@ class RowStructure:
         self.nnz_row = np.repeat(np.arange(self.n_choices, dtype=np.int64), np.diff(P.indptr))[positive]
         self.nnz_col = P.indices[positive].astype(np.int64)
         self._reverse = None
+        self._pure = None
+
+    @property
+    def self_loops(self) -> np.ndarray:
+        """(n_choices,) whether a choice surely stays in its own state (all its successors are its owner)."""
+        if self._pure is None:
+            self._pure = self.all_successors(self.nnz_col == self.owner[self.nnz_row])
+        return self._pure
 
     @property
     def reverse(self) -> sp.csr_matrix:
@@ -208,7 +216,8 @@ def _trim(st: RowStructure, U: np.ndarray, target: np.ndarray) -> np.ndarray:
     """``U`` without the non-target states that have no choice staying in it, to a fixpoint.
 
     Such a state cannot be in :func:`prob1e`'s fixpoint (it cannot move without risking
-    to leave it), nor can the states that lose their last staying choice when it goes:
+    to leave it; a self-loop does not count, it moves nowhere), nor can the states that
+    lose their last staying choice when it goes:
     a worklist with a count of staying choices per state (each choice is touched once
     when it stops staying, so the whole cascade costs ``O(nnz)`` plus a few array
     operations per wave). Without it the fixpoint loop removed one layer per round: a
@@ -216,7 +225,8 @@ def _trim(st: RowStructure, U: np.ndarray, target: np.ndarray) -> np.ndarray:
     """
     U = U.copy()
     stay = st.all_successors(U[st.nnz_col]) & U[st.owner]
-    good = np.bincount(st.owner[stay], minlength=st.n_states)
+    pure = st.self_loops  # a choice that stays put leads nowhere: it does not count
+    good = np.bincount(st.owner[stay & ~pure], minlength=st.n_states)
     frontier = np.flatnonzero(U & ~target & (good == 0))
     rev = st.reverse
     while frontier.size:
@@ -224,6 +234,7 @@ def _trim(st: RowStructure, U: np.ndarray, target: np.ndarray) -> np.ndarray:
         ch = np.unique(_gather(rev.indptr, rev.indices, frontier))
         ch = ch[stay[ch]]  # the choices that stop staying now
         stay[ch] = False
+        ch = ch[~pure[ch]]
         owners = st.owner[ch]
         np.subtract.at(good, owners, 1)
         cand = np.unique(owners)
@@ -245,7 +256,7 @@ def _prune(st: RowStructure, alive: np.ndarray, live: np.ndarray) -> tuple[np.nd
     """
     alive = alive.copy()
     live = live & alive[st.owner] & st.all_successors(alive[st.nnz_col])
-    pure = st.all_successors(st.nnz_col == st.owner[st.nnz_row])  # choices that surely stay put
+    pure = st.self_loops  # choices that surely stay put
     good = np.bincount(st.owner[live], minlength=st.n_states)
     moving = np.bincount(st.owner[live & ~pure], minlength=st.n_states)
     closed = np.zeros(st.n_states, dtype=bool)
