@@ -351,8 +351,10 @@ def defect_bracket(red: Reduced, sense: str, x: np.ndarray, choice: np.ndarray, 
     ``w`` is the value of a policy of the defect MDP with the rewards raised by a margin
     (the rounding of ``r_c``, ``(k + 2) eps (b_c + Q_c |x| + |x_s|)`` for a row of ``k``
     entries, plus the residual of the kept choice's solve), starting from ``choice``, by
-    one sparse solve; if ``w >= opt_c(r_c + rounding / 2 + Q_c w)`` fails, up to
-    ``improvements`` policy-improvement steps (one solve each). Before that ``x`` gets one step of iterative refinement (one more solve),
+    one sparse solve; if ``w >= opt_c(r_c + rounding / 2 + Q_c w)`` fails (``eps`` is
+    twice the unit roundoff, so half the allowance bounds the rounding of ``r_c``; the
+    check's own rounding is allowed for too), up to ``improvements`` policy-improvement
+    steps (one solve each). Before that ``x`` gets one step of iterative refinement (one more solve),
     which brings the solve's residual (BiCGSTAB's ~1e-13) down to rounding. ``U`` and
     ``L`` are then verified by one exact backup each (the algebra is not trusted alone),
     with :func:`verified_bracket`'s rounding allowance.
@@ -379,6 +381,8 @@ def defect_bracket(red: Reduced, sense: str, x: np.ndarray, choice: np.ndarray, 
         # the rounding of q_c - x_s: a row of k entries sums k + 1 products of one sign, then one subtraction
         size = np.diff(red.Q.indptr) + 2
         rho = size * _EPS * (np.abs(red.b) + red.Q @ np.abs(x) + np.abs(x[owner])) + 1e-300
+        # the check's own rounding (a row's k + 1 terms of |w| at most, unit roundoff eps / 2)
+        own = 0.5 * _EPS * float(size.max(initial=2))
         margin = rho + np.abs(q[choice] - x)[owner]  # and the residual of the kept choice's solve
         sides = []
         for sign, opt in ((1.0, sense), (-1.0, _FLIP[sense])):
@@ -391,17 +395,17 @@ def defect_bracket(red: Reduced, sense: str, x: np.ndarray, choice: np.ndarray, 
                 if not np.all(np.isfinite(w)):
                     return None
                 g, qw = backup(red.Q, r0 + 0.5 * rho, w, red.starts, opt)
-                if not np.all(g <= w):  # an iterative solve's residual is relative to the largest entry: refine
+                if not np.all(g <= w - own * np.abs(w)):  # an iterative solve's residual is relative to the largest entry: refine
                     w = w + _solve_policy(red, pol, (r[pol] + qw[pol] - 0.5 * rho[pol] - r0[pol]) - w)
                     details["solves"] += 1
                     g, _ = backup(red.Q, r0 + 0.5 * rho, w, red.starts, opt)
-                if np.all(g <= w):
+                if np.all(g <= w - own * np.abs(w)):
                     break
                 if k == improvements:
                     return None
                 # a policy-improvement step of the defect MDP, in the states that failed only (still monotone)
                 gr, qr = backup(red.Q, r, w, red.starts, opt)
-                new = np.where(g > w, greedy(qr, gr, red.groups, current=pol, tol=0.0, sense=opt), pol)
+                new = np.where(g > w - own * np.abs(w), greedy(qr, gr, red.groups, current=pol, tol=0.0, sense=opt), pol)
                 if np.array_equal(new, pol):
                     return None
                 pol = new
