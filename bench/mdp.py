@@ -35,6 +35,12 @@ same run (median of ``--repeats``). Also measured: the optimal-dispatch targets
 through the API (``exactq.solve``, two servers capacity 60 and three servers capacity
 30), with the gains of policy iteration against value iteration and the LP.
 
+Gambler cases (issue 23, run by name with ``--cases``): capital 0..N from N/2, bet 1 at
+p = 0.49 or bold at p = 0.45, with a "stop" self-loop or without (``-nostop``); ``Pmax`` and
+``Pmin`` of the goal at relative tol 1e-9. ``--engines exactq,exactq_base,storm_sound,...
+--base-tree DIR`` adds the same worker on another source tree (e.g. ``git archive main``),
+so that before and after are measured in the same run (bench/results_mdp_gambler.json).
+
 Usage::
 
     python bench/mdp.py --out bench/results_mdp.json      # everything (a few minutes)
