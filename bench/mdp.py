@@ -35,6 +35,12 @@ same run (median of ``--repeats``). Also measured: the optimal-dispatch targets
 through the API (``exactq.solve``, two servers capacity 60 and three servers capacity
 30), with the gains of policy iteration against value iteration and the LP.
 
+Gambler cases (issue 23, run by name with ``--cases``): capital 0..N from N/2, bet 1 at
+p = 0.49 or bold at p = 0.45, with a "stop" self-loop or without (``-nostop``); ``Pmax`` and
+``Pmin`` of the goal at relative tol 1e-9. ``--engines exactq,exactq_base,storm_sound,...
+--base-tree DIR`` adds the same worker on another source tree (e.g. ``git archive main``),
+so that before and after are measured in the same run (bench/results_mdp_gambler.json).
+
 Usage::
 
     python bench/mdp.py --out bench/results_mdp.json      # everything (a few minutes)
@@ -60,6 +66,7 @@ PROPS = {
                  ("Rmin", 'R{"number"}min=? [ F "half" ]'), ("LRAmin", 'R{"number"}min=? [ LRA ]')],
     "random": [("Pmax", 'Pmax=? [ F "t" ]'), ("Pmin", 'Pmin=? [ F "t" ]'), ("Rmin", 'R{"r"}min=? [ F "t" ]'),
                ("Rmax", 'R{"r"}max=? [ F "t" ]'), ("LRAmax", 'R{"r"}max=? [ LRA ]')],
+    "gambler": [("Pmax", 'Pmax=? [ F "goal" ]'), ("Pmin", 'Pmin=? [ F "goal" ]')],
 }
 STORM = {
     "storm_sound": ["--sound"],
@@ -108,11 +115,46 @@ def random_case(n: int = 50_000, choices: int = 3, succ: int = 3, seed: int = 1)
     return mdp, labels, {"r": rng.random(n)}, 0
 
 
+def gambler_case(n: int, stop: bool):
+    """Capital 0..N (N = n - 1), goal N, from N/2: bet 1 (p = 0.49) or bold (stake min(x, N - x), p = 0.45),
+    and, with ``stop``, a self-loop (quit: the goal is never reached). 0 and N absorb."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from exactq.representations.mdp import MDP
+
+    N = n - 1
+    s = np.arange(1, N)
+    k = 3 if stop else 2
+    stake = np.minimum(s, N - s)
+    r = 1 + k * np.arange(N - 1)
+    rows = [[0], r, r, r + 1, r + 1] + ([r + 2] if stop else []) + [[k * (N - 1) + 1]]
+    cols = [[0], s + 1, s - 1, s + stake, s - stake] + ([s] if stop else []) + [[N]]
+    vals = [[1.0], np.full(N - 1, 0.49), np.full(N - 1, 0.51), np.full(N - 1, 0.45), np.full(N - 1, 0.55)] + \
+        ([np.ones(N - 1)] if stop else []) + [[1.0]]
+    m = k * (N - 1) + 2
+    P = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(m, n))
+    groups = np.concatenate([[0, 1], 1 + k * np.arange(1, N), [m]])
+    mdp = MDP(P, groups)
+    return mdp, {"goal": np.arange(n) == N}, {}, N // 2
+
+
 CASES = {
     "dispatch2": lambda: dispatch_case("2,1", 60),
     "dispatch3": lambda: dispatch_case("3,2,1", 30),
     "random50k": lambda: random_case(),
+    # issue 23: policy iteration's values failed the relative check (interval iteration took over, > 300 s)
+    "gambler10k": lambda: gambler_case(10_001, stop=True),
+    "gambler100k": lambda: gambler_case(100_001, stop=True),
+    "gambler10k-nostop": lambda: gambler_case(10_001, stop=False),
+    "gambler100k-nostop": lambda: gambler_case(100_001, stop=False),
 }
+#: the cases run without --cases (the gamblers are run by name)
+DEFAULT_CASES = ["dispatch2", "dispatch3", "random50k"]
+
+
+def _kind(case: str) -> str:
+    return "dispatch" if case.startswith("dispatch") else "gambler" if case.startswith("gambler") else "random"
 
 
 def save_case(name: str, path: str) -> dict:
@@ -162,15 +204,21 @@ def worker_exactq(engine: str, path: str, kind: str, only: str) -> None:
     mdp = MDP(P, d["groups"], state_rewards=rewards, labels=labels, initial=init)
     build = time.perf_counter() - t0
     out = {"build_seconds": build, "properties": {}}
-    rname = next(iter(rewards))
-    target = "half" if kind == "dispatch" else "t"
+    rname = next(iter(rewards), None)
+    target = "half" if kind == "dispatch" else "goal" if kind == "gambler" else "t"
     constraint = ~labels["empty"] if kind == "dispatch" else None
     rtarget = "half" if kind == "dispatch" else "t"
     lra_sense = "min" if kind == "dispatch" else "max"
     jobs = []
-    for tol in ((1e-6, 1e-9) if engine == "exactq" else (None,)):
+    tols = (1e-9,) if kind == "gambler" else (1e-6, 1e-9)
+    for tol in (tols if engine in ("exactq", "exactq_base") else (None,)):
         sfx = "" if tol is None else f"@{tol:g}"
         method = "policy-iteration" if engine == "exactq_pi" else "auto"
+        if kind == "gambler":
+            jobs += [(f"{sense}{sfx}", lambda kw={"tol": tol}, se=sense[1:]: reachability(Reachability(mdp, target, se),
+                                                                                         **kw))
+                     for sense in ("Pmax", "Pmin")]
+            continue
         if engine in ("exactq", "exactq_pi"):
             kw = {"method": method} if tol is None else {"tol": tol}
             jobs += [(f"Pmax{sfx}", lambda kw=kw: reachability(Reachability(mdp, target, "max", constraint=constraint), **kw)),
@@ -180,7 +228,7 @@ def worker_exactq(engine: str, path: str, kind: str, only: str) -> None:
                 jobs.append((f"Rmax{sfx}", lambda kw=kw: total_reward(TotalReward(mdp, rname, "max", target=rtarget),
                                                                       **kw)))
     lra = f"LRA{lra_sense}"
-    if engine in ("exactq", "exactq_pi"):
+    if engine in ("exactq", "exactq_pi") and kind != "gambler":
         jobs.append((lra, lambda: long_run_average(LongRunAverage(mdp, rname, lra_sense))))
     if engine == "exactq_lra":
         jobs += [(f"{lra}:value-iteration",
@@ -203,6 +251,8 @@ def worker_exactq(engine: str, path: str, kind: str, only: str) -> None:
         v, lo, hi = (float(x) * scale for x in sol.at(init))
         out["properties"][name] = {"status": "ok", "seconds": sec, "value": v, "lower": lo, "upper": hi,
                                    "method": sol.method, "nit": int(sol.nit),
+                                   "width": float(np.max(sol.upper - sol.lower)),
+                                   "certificate": sol.info.get("certificate"),
                                    "warnings": [str(w.message)[:200] for w in caught]}
     _emit(out)
 
@@ -258,11 +308,19 @@ def worker_storm(engine: str, path: str, kind: str, only: str) -> None:
 
 
 # ----------------------------------------------------------------------------- driver
+#: ``exactq_base``: the same worker on another source tree (``--base-tree``, e.g. ``git archive main``
+#: unpacked with ``exactq/solvers`` and ``exactq/models`` linked to its ``solvers`` and ``models``)
+BASE_TREE = None
+
+
 def run_worker(args, timeout):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", *args]
+    env = None
+    if args[0] == "exactq_base":
+        env = {**os.environ, "PYTHONPATH": BASE_TREE}
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, start_new_session=True, env=env)
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "timeout_seconds": timeout}
     for line in p.stdout.splitlines():
@@ -317,13 +375,20 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--out")
+    ap.add_argument("--cases", help=f"comma-separated, of {', '.join(CASES)} (default: {', '.join(DEFAULT_CASES)})")
+    ap.add_argument("--engines", help="comma-separated engines (default: all; exactq_base needs --base-tree)")
+    ap.add_argument("--base-tree", help="a source tree for the exactq_base engine (before/after in one run)")
     args = ap.parse_args(argv)
     if args.worker:
         engine, path, kind, only = args.worker
         (worker_storm if engine.startswith("storm") else worker_exactq)(engine, path, kind, only)
         return 0
-    cases = ["dispatch2"] if args.quick else list(CASES)
-    engines = ["exactq", "exactq_pi", "exactq_lra", *STORM]
+    global BASE_TREE
+    BASE_TREE = os.path.abspath(args.base_tree) if args.base_tree else None
+    cases = ["dispatch2"] if args.quick else args.cases.split(",") if args.cases else DEFAULT_CASES
+    engines = args.engines.split(",") if args.engines else ["exactq", "exactq_pi", "exactq_lra", *STORM]
+    if "exactq_base" in engines and not BASE_TREE:
+        ap.error("the exactq_base engine needs --base-tree")
     doc: dict = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                  "platform": platform.platform(), "cpu_count": os.cpu_count(),
                  "loadavg_1min_at_start": os.getloadavg()[0], "cases": {}}
@@ -331,7 +396,7 @@ def main(argv=None) -> int:
         for case in cases:
             path = os.path.join(tmp, f"{case}.npz")
             meta = save_case(case, path)
-            kind = "dispatch" if case.startswith("dispatch") else "random"
+            kind = _kind(case)
             entry = {"model": meta, "engines": {}}
             for engine in engines:
                 merged: dict = {"status": "ok", "properties": {}}
@@ -361,7 +426,8 @@ def main(argv=None) -> int:
                 entry["engines"][engine] = merged
             entry["ratios"] = _ratios(entry["engines"])
             doc["cases"][case] = entry
-    doc["dispatch_targets"] = dispatch_targets()
+    if any(c.startswith("dispatch") for c in cases):
+        doc["dispatch_targets"] = dispatch_targets()
     doc["loadavg_1min_at_end"] = os.getloadavg()[0]
     text = json.dumps(doc, indent=1)
     if args.out:
@@ -404,7 +470,16 @@ def _ratios(engines):
         row = {"exactq_seconds": rec["seconds_median"], "exactq_value": rec["value"],
                "exactq_bounds": [rec["lower"], rec["upper"]]}
         for engine, e in engines.items():
-            if not engine.startswith("storm") or e.get("status") != "ok":
+            if not engine.startswith(("storm", "exactq_base")) or e.get("status") != "ok":
+                continue
+            if engine == "exactq_base":
+                p = e["properties"].get(name)
+                if p is None or p.get("status") != "ok":
+                    row[engine] = {"status": (p or {}).get("status", "missing"), "error": (p or {}).get("error")}
+                    continue
+                row[engine] = {"seconds": p["seconds_median"], "ratio_base_over_exactq": p["seconds_median"]
+                               / rec["seconds_median"], "value": p["value"], "bounds": [p["lower"], p["upper"]],
+                               "method": p["method"], "warnings": p.get("warnings")}
                 continue
             p = e["properties"].get(base)
             if p and p.get("status") == "ok":
@@ -421,8 +496,10 @@ def _table(doc):
         print(f"\n{case}: {entry['model']['n_states']} states, {entry['model']['n_choices']} choices", file=sys.stderr)
         for name, row in entry["ratios"].items():
             cells = [f"{name:>12} exactq {row['exactq_seconds']:.3f}s"]
+            if "seconds" in row.get("exactq_base", {}):
+                cells.append(f"base {row['exactq_base']['seconds']:.3f}s (x{row['exactq_base']['ratio_base_over_exactq']:.2f})")
             for engine in ("storm_sound", "storm_sound9", "storm_pi", "storm_lp", "storm_default"):
-                if engine in row:
+                if engine in row and "seconds" in row[engine]:
                     cells.append(f"{engine} {row[engine]['seconds']:.3f}s (x{row[engine]['ratio_storm_over_exactq']:.2f},"
                                  f" rel.diff {row[engine]['relative_diff']:.1e})")
             print("  " + " | ".join(cells), file=sys.stderr)

@@ -40,6 +40,14 @@ Unbounded objectives
    become *verified* bounds: with ``b >= 0``, ``(1 + d) x`` is a super-solution and
    ``(1 - d) x`` a sub-solution of the Bellman operator, which one backup each
    confirms (:func:`verified_bracket`; the same Knaster-Tarski argument as step 3).
+   That slack is relative: a choice better than the kept one by an ulp, absolute, in a
+   state whose one-step value ``b`` is 0 defeats every ``d``. Then (or where the
+   relative bracket is wider than ``tol``) :func:`defect_bracket` makes the slack
+   additive, ``x -/+ w`` with ``w`` the value of the *defect MDP* (the choices'
+   defects ``q_c(x) - x_s`` and a rounding allowance as rewards; with a uniform defect
+   ``eps`` it is ``eps`` times the expected number of steps), by a few sparse solves,
+   each side again verified by one backup; ``info["certificate"]`` says which ran and
+   ``info["certificate_width"]`` how wide it was.
    ``method="auto"`` runs step 3 for up to 1,000 sweeps (fast where value iteration
    mixes fast, and no factorisation, whose fill on unstructured models can be large),
    then this (a few sparse LUs instead of many thousands of sweeps where it mixes
@@ -50,7 +58,11 @@ Unbounded objectives
    ``method="policy-iteration"`` returns the values alone (``lower = upper``).
 
 The bounds hold in exact arithmetic; the floating-point rounding of the backups
-(relative ``~1e-16`` per backup) is not included.
+(relative ``~1e-16`` per backup) is not included. (:func:`verified_bracket` accepts
+``F(U) <= U + 8 eps |U|``; over ``T`` expected steps that lets ``U`` fall up to about
+``8 eps T`` relative below the value: ~2.5e-13 measured on a 2,001-state gambler,
+tests/solvers/test_mdp_defect.py. :func:`defect_bracket` carries its rounding
+allowance in ``w`` instead.)
 
 Step-bounded objectives (``U<=k``, ``C<=k``) take ``k`` backups from the terminal
 values: exact up to rounding, ``lower = upper``; the scheduler returned is the one of
@@ -87,7 +99,7 @@ from .mdp_graph import (RowStructure, attractor, backup, greedy, maximal_end_com
                         prob1e, rows_inside)
 
 __all__ = ["reachability", "total_reward", "Reduced", "reduce_to", "interval_iteration", "policy_iteration",
-           "verified_bracket",
+           "verified_bracket", "defect_bracket",
            "METHODS"]
 
 METHODS = ("auto", "interval-iteration", "policy-iteration")
@@ -238,15 +250,17 @@ def _verify_upper(red, sense, u, tries: int = 8):
 POLICY_LU_ALWAYS = 5000
 
 
-def _solve_policy(red: Reduced, choice: np.ndarray) -> np.ndarray:
+def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = None) -> np.ndarray:
     """Value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c`` by a sparse LU and one refinement step,
     or, above :data:`POLICY_LU_ALWAYS` states where the LU's predicted fill or time is larger than an
     iterative solve's, by Gauss-Seidel-preconditioned BiCGSTAB to its stated error bound.
 
+    ``rhs`` (one entry per reduced state) replaces ``b_c`` (the defect certificate's systems).
     ``I - Q_c`` of a scheduler that leaves the reduced states almost surely is a
     non-singular M-matrix, so the LU pivots on the diagonal.
     """
     n = red.n
+    b = red.b[choice] if rhs is None else np.asarray(rhs, dtype=float)
     Qc = red.Q[choice]
     A = (sp.identity(n, format="csc") - Qc.tocsc()).tocsc()
     if n > POLICY_LU_ALWAYS:
@@ -256,14 +270,22 @@ def _solve_policy(red: Reduced, choice: np.ndarray) -> np.ndarray:
         # the LU's predicted fill and time decide, as for the chains' systems (exactq.solvers.linear.choose)
         name, _ = choose(A)
         if name != "direct":
-            x, _info = solve_mmatrix(A, red.b[choice], solver=name, what=f"a policy's system ({n} states)")
-            return np.atleast_1d(np.asarray(x, dtype=float))
+            # scaled to a largest entry of 1: BiCGSTAB's breakdown test is absolute (scipy: rho < eps^2), so a
+            # right-hand side of 1e-20 (a residual to refine) broke down at once and came back as x = 0
+            scale = float(np.max(np.abs(b), initial=0.0))
+            if scale == 0.0 or not np.isfinite(scale):
+                return np.zeros(n) if scale == 0.0 else np.full(n, np.nan)
+            x, info = solve_mmatrix(A, b / scale, solver=name, what=f"a policy's system ({n} states)")
+            status = info["solver"].get("status", 0)
+            if status != 0:  # asked for by name, solve_mmatrix hands back its last iterate: never a value here
+                raise ConvergenceError(f"policy iteration: BiCGSTAB did not converge on a policy's system ({n} "
+                                       f"states; status {status}, residual {info['residual']:.2e})")
+            return np.atleast_1d(np.asarray(x, dtype=float)) * scale
     require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
     try:
         lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
     except RuntimeError as exc:  # exactly singular: the scheduler keeps an end component
         raise ConvergenceError(f"policy iteration: a policy's linear system is singular ({exc})") from None
-    b = red.b[choice]
     x = lu.solve(b)
     x = x + lu.solve(b - A @ x)
     return np.atleast_1d(np.asarray(x, dtype=float))
@@ -301,17 +323,130 @@ def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: 
     return None
 
 
+#: improvements :func:`policy_iteration` may take with its per-state threshold once the absolute one is met
+POLISH_STEPS = 8
+
 #: backups :func:`verified_bracket` tries per slack before it widens the slack
 _VERIFY_SWEEPS = 12
+
+
+#: policy-improvement steps :func:`defect_bracket` may take on each defect MDP (one sparse solve each)
+DEFECT_IMPROVEMENTS = 3
+_FLIP = {"max": "min", "min": "max"}
+
+
+def defect_bracket(red: Reduced, sense: str, x: np.ndarray, choice: np.ndarray, *,
+                   improvements: int | None = None):
+    """Bounds ``L <= x* <= U`` from policy ``choice``'s values ``x`` that absorb *absolute* defects.
+
+    :func:`verified_bracket`'s slack ``d x`` is relative: where a choice beats the kept
+    one by a few ulps (absolute) and the state's one-step value ``b`` is 0, no ``d``
+    makes ``(1 + d) x`` a super-solution. Here the slack is additive. With
+    ``q_c = b_c + Q_c x`` (per choice) and any ``w``::
+
+        F(x + w) - (x + w) = opt_c (r_c + Q_c w) - w,    r_c = q_c - x_s,
+
+    exactly (``s`` the owner of choice ``c``), so ``U = x + w`` satisfies ``F(U) <= U``
+    iff ``w >= opt_c (r_c + Q_c w)``: ``w`` must be a super-solution of a *defect MDP*
+    with the same transitions, the defects ``r`` as one-step rewards and the same
+    ``opt``. Likewise ``L = x - w'`` satisfies ``F(L) >= L`` iff ``w' >= opt'_c (-r_c +
+    Q_c w')`` with the opposite ``opt'``; and ``max(L, 0)`` too (``F(0) >= 0`` as
+    ``b >= 0``). With the uniform defect ``r_c = eps`` this is ``w = eps v``, ``v >= 1 +
+    max_c Q_c v`` an upper bound of the expected number of steps in the reduced states,
+    finite because no scheduler can stay in them forever (module docstring, steps 2 and 4;
+    Rmin's reduced model may keep end components of positive reward, which the
+    per-choice defects ``r_c`` make strongly negative for the lower side, so the policies
+    below avoid them); the per-choice defects give widths proportional to the defects
+    met along the way (a state of value 1e-5 does not inherit the ulps of a state of
+    value 0.5).
+
+    ``w`` is the value of a policy of the defect MDP with the rewards raised by a margin
+    (the rounding of ``r_c``, ``(k + 2) eps (b_c + Q_c |x| + |x_s|)`` for a row of ``k``
+    entries, plus the residual of the kept choice's solve), starting from ``choice``, by
+    one sparse solve; if ``w >= opt_c(r_c + rounding / 2 + Q_c w)`` fails (``eps`` is
+    twice the unit roundoff, so half the allowance bounds the rounding of ``r_c``; the
+    check's own rounding is allowed for too), up to ``improvements`` policy-improvement
+    steps (one solve each). Before that ``x`` gets one step of iterative refinement (one more solve),
+    which brings the solve's residual (BiCGSTAB's ~1e-13) down to rounding. ``U`` and
+    ``L`` are then verified by one exact backup each (the algebra is not trusted alone),
+    with :func:`verified_bracket`'s rounding allowance.
+
+    Returns
+    -------
+    ``(L, U, details)`` or ``None`` (a check failed, a system was singular, a budget ran out).
+    """
+    improvements = DEFECT_IMPROVEMENTS if improvements is None else int(improvements)
+    n = red.n
+    details = {"solves": 0, "improvements": 0}
+    if n == 0:
+        z = np.zeros(0)
+        return z, z, details
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(red.groups))
+    try:
+        # iterative refinement of the policy's values: x += (I - Q_c)^-1 (q_c(x) - x)
+        _, q = backup(red.Q, red.b, x, red.starts, sense)
+        x = x + _solve_policy(red, choice, q[choice] - x)
+        details["solves"] += 1
+        best, q = backup(red.Q, red.b, x, red.starts, sense)
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(q))):
+            return None
+        # the rounding of q_c - x_s: a row of k entries sums k + 1 products of one sign, then one subtraction
+        size = np.diff(red.Q.indptr) + 2
+        rho = size * _EPS * (np.abs(red.b) + red.Q @ np.abs(x) + np.abs(x[owner])) + 1e-300
+        # the check's own rounding (a row's k + 1 terms of |w| at most, unit roundoff eps / 2)
+        own = 0.5 * _EPS * float(size.max(initial=2))
+        margin = rho + np.abs(q[choice] - x)[owner]  # and the residual of the kept choice's solve
+        sides = []
+        for sign, opt in ((1.0, sense), (-1.0, _FLIP[sense])):
+            r0 = sign * (q - x[owner])
+            r = r0 + margin
+            pol = choice
+            for k in range(improvements + 1):
+                w = _solve_policy(red, pol, r[pol])
+                details["solves"] += 1
+                if not np.all(np.isfinite(w)):
+                    return None
+                g, qw = backup(red.Q, r0 + 0.5 * rho, w, red.starts, opt)
+                if not np.all(g <= w - own * np.abs(w)):  # an iterative solve's residual is relative to the largest entry: refine
+                    w = w + _solve_policy(red, pol, (r[pol] + qw[pol] - 0.5 * rho[pol] - r0[pol]) - w)
+                    details["solves"] += 1
+                    g, _ = backup(red.Q, r0 + 0.5 * rho, w, red.starts, opt)
+                if np.all(g <= w - own * np.abs(w)):
+                    break
+                if k == improvements:
+                    return None
+                # a policy-improvement step of the defect MDP, in the states that failed only (still monotone)
+                gr, qr = backup(red.Q, r, w, red.starts, opt)
+                new = np.where(g > w - own * np.abs(w), greedy(qr, gr, red.groups, current=pol, tol=0.0, sense=opt), pol)
+                if np.array_equal(new, pol):
+                    return None
+                pol = new
+                details["improvements"] += 1
+            sides.append(w)
+    except ExactqError:
+        return None
+    U = x + sides[0]
+    L = np.maximum(x - sides[1], 0.0)
+    best, _ = backup(red.Q, red.b, np.column_stack([L, U]), red.starts, sense)
+    FL, FU = best[:, 0], best[:, 1]
+    if not (np.all(FU <= U + 8 * _EPS * np.abs(U)) and np.all(FL >= L - 8 * _EPS * np.abs(L))):
+        return None
+    return np.maximum(np.minimum(FL, FU), L), np.maximum(np.minimum(FU, U), L), details
 
 
 def policy_iteration(red: Reduced, sense: str, choice: np.ndarray, *, maxiter: int = 10_000):
     """Howard's policy iteration on the reduced model from the proper scheduler ``choice`` (reduced rows).
 
     Returns ``(values, choice, improvements)``; a state switches only when the best
-    choice improves on the current one by more than 64 eps |q| (rounding noise).
+    choice improves on the current one by more than ``16 eps (|q| + 1)`` plus twice the
+    largest residual of the solve (rounding noise). That threshold is absolute: in a
+    state of value 1e-36 (a gambler's ``Pmin``) it hides a choice better by 8 %. Once
+    no choice passes it, up to :data:`POLISH_STEPS` more improvements use a per-state
+    threshold, ``16 eps |q|`` plus twice that state's own residual (a bounded number, so
+    noise cannot make it cycle).
     """
     it = 0
+    polished = 0
     x = np.zeros(red.n)
     while it < maxiter:
         x = _solve_policy(red, choice)
@@ -325,7 +460,13 @@ def policy_iteration(red: Reduced, sense: str, choice: np.ndarray, *, maxiter: i
         new = greedy(q, best, red.groups, current=choice, tol=tol, sense=sense)
         it += 1
         if np.array_equal(new, choice):
-            return x, choice, it
+            if polished >= POLISH_STEPS:
+                return x, choice, it
+            fine = 16 * _EPS * np.abs(own) + 2.0 * np.abs(own - x)
+            new = greedy(q, best, red.groups, current=choice, tol=fine, sense=sense)
+            if np.array_equal(new, choice):
+                return x, choice, it
+            polished += 1
         choice = new
     raise ConvergenceError(f"policy iteration did not stabilise in {maxiter} improvements")
 
@@ -462,10 +603,26 @@ def _policy_bracket(red, sense, proper, tol, atol, info, warm=None):
         return None
     info["improvements"] = nit
     bracket = verified_bracket(red, sense, x, tol, atol)
+    if bracket is not None:
+        info["certificate"] = "relative: (1 - d) x and (1 + d) x, verified by one backup each"
+    if bracket is None or not _converged(bracket[0], bracket[1], tol, atol):
+        # absolute defects (a choice better by ulps where b = 0): the additive certificate
+        defect = defect_bracket(red, sense, x, choice)
+        if defect is not None:
+            L, U, details = defect
+            if bracket is not None:
+                L, U = np.maximum(L, bracket[0]), np.minimum(U, bracket[1])
+            bracket = (L, U)
+            info["certificate"] = (f"defect: x -/+ the expected accumulated defect ({details['solves']} solves, "
+                                   f"{details['improvements']} improvements), verified by one backup each")
     if bracket is None:
         info["policy_iteration"] = "its values could not be verified as bounds (ill-conditioned systems)"
         return None
-    return bracket[0], bracket[1], choice, nit, x
+    L, U = bracket
+    info["certificate_width"] = float(np.max(U - L)) if U.size else 0.0
+    mid = 0.5 * (np.abs(L) + np.abs(U))
+    info["certificate_relative_width"] = float(np.max((U - L) / np.maximum(mid, 1e-300))) if U.size else 0.0
+    return L, U, choice, nit, x
 
 
 def _solve(mdp, st, red: Reduced, sense, method, upper_start, tol, atol, maxiter, strict, what, proper=False):
@@ -646,6 +803,10 @@ def reachability(problem: Reachability, *, method: str = "auto", tol: float = 1e
     lo, hi, choice, nit, info = _solve(mdp, st, red, sense, method, 1.0, tol, atol, maxiter, strict,
                                        f"P{sense}")
     method_used = _method_used(method, info)
+    if method == "policy-iteration" and lo.size and not (np.min(lo) >= -1e-9 and np.max(hi) <= 1.0 + 1e-9):
+        # unverified values that are not even probabilities: a solve went wrong (never clip them into [0, 1])
+        raise ConvergenceError(f"P{sense}: policy iteration's values leave [0, 1] (from {np.min(lo):.3g} to "
+                               f"{np.max(hi):.3g}): a policy's linear solve is wrong")
     lower, upper = fixed.copy(), fixed.copy()
     lower[maybe], upper[maybe] = lo[red.klass[maybe]], hi[red.klass[maybe]]
     np.clip(lower, 0.0, 1.0, out=lower)
