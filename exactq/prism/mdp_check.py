@@ -190,7 +190,7 @@ class _MDPEvaluator:
         self.method = method
         self.info["solver"] = sol.method
         for key in ("prob0", "prob1", "maybe", "infinite", "end_components", "communicating", "policy_iteration",
-                    "sweeps", "exact"):
+                    "sweeps", "exact", "certificate", "certificate_width", "certificate_relative_width"):
             v = sol.info.get(key)
             if isinstance(v, (bool, int, float, str, np.integer, np.floating)):
                 self.info[key] = v.item() if isinstance(v, np.generic) else v

@@ -325,3 +325,12 @@ def test_the_json_answer_has_the_chain_checks_fields(capsys):
     m = load("mdp_zeroconf.nm", "K=4,N=3")
     mdp = m.built.chain
     assert d["value"] == pytest.approx(_per_scheduler(mdp, mdp.mask("error")).max(), rel=1e-9)
+
+
+def test_a_verified_policy_iteration_names_its_certificate_and_its_width():
+    m = load_prism(str(Path(__file__).parent / "mdp_consensus.nm"), "K=2")
+    r, = check_properties(m, 'Pmax=? [ F "finished" & !"agree" ]')
+    assert r.info["solver"] == "policy-iteration (verified bounds)"
+    assert r.info["certificate"].startswith(("relative", "defect"))
+    assert 0 <= r.info["certificate_width"] and r.info["certificate_width"] >= r.upper - r.lower - 1e-300
+    assert r.lower <= r.value <= r.upper and r.upper - r.lower <= 1e-9 * r.value
