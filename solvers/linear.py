@@ -662,7 +662,8 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
 
 
 def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: float = 1e-13,
-                  coords=None, jumps=None, what: str = "the linear system") -> tuple[np.ndarray, dict]:
+                  coords=None, jumps=None, what: str = "the linear system",
+                  maxiter: int | None = None) -> tuple[np.ndarray, dict]:
     """Solve the nonsingular M-matrix system ``A x = b`` by the predicted-cheapest solver.
 
     Parameters
@@ -674,6 +675,8 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
         Relative residual target of the iterative solver.
     what : str
         Names the system in messages.
+    maxiter : int, optional
+        Iteration cap of BiCGSTAB (default: :func:`solve_iterative`'s).
 
     Returns
     -------
@@ -723,7 +726,7 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
             details.update(seconds=time.perf_counter() - t0, lu_nnz=int(lu.nnz))
         else:
             prec = PRECONDITIONER(A)
-            x, it = solve_iterative(A, b, rtol=rtol, prec=prec, maxiter=details.get("trial_iterations"))
+            x, it = solve_iterative(A, b, rtol=rtol, prec=prec, maxiter=details.get("trial_iterations") or maxiter)
             details.update(iterations=it["iterations"], status=it["status"], preconditioner=prec.name)
             if it["status"] != 0 or not np.all(np.isfinite(x)):
                 tried.append(f"bicgstab: status {it['status']} after {it['iterations']} iterations")

@@ -250,6 +250,11 @@ def _verify_upper(red, sense, u, tries: int = 8):
 POLICY_LU_ALWAYS = 5000
 
 
+#: BiCGSTAB's iteration cap on a policy's system before the sparse LU (consensus N=4, K=4: BiCGSTAB ran to
+#: its default cap of thousands of iterations and broke down on every policy, 36 s, where the LUs took 0.9 s)
+POLICY_BICGSTAB_ITERATIONS = 300
+
+
 def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = None) -> np.ndarray:
     """Value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c`` by a sparse LU and one refinement step,
     or, above :data:`POLICY_LU_ALWAYS` states where the LU's predicted fill or time is larger than an
@@ -269,18 +274,27 @@ def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = Non
         # an unstructured model's LU can fill in catastrophically (a random 50,000-state MDP: 2 GB and minutes);
         # the LU's predicted fill and time decide, as for the chains' systems (exactq.solvers.linear.choose)
         name, _ = choose(A)
-        if name != "direct":
+        if name != "direct" and not getattr(red, "policy_lu", False):
             # scaled to a largest entry of 1: BiCGSTAB's breakdown test is absolute (scipy: rho < eps^2), so a
             # right-hand side of 1e-20 (a residual to refine) broke down at once and came back as x = 0
             scale = float(np.max(np.abs(b), initial=0.0))
             if scale == 0.0 or not np.isfinite(scale):
                 return np.zeros(n) if scale == 0.0 else np.full(n, np.nan)
-            x, info = solve_mmatrix(A, b / scale, solver=name, what=f"a policy's system ({n} states)")
+            x, info = solve_mmatrix(A, b / scale, solver=name, what=f"a policy's system ({n} states)",
+                                    maxiter=POLICY_BICGSTAB_ITERATIONS)
             status = info["solver"].get("status", 0)
-            if status != 0:  # asked for by name, solve_mmatrix hands back its last iterate: never a value here
+            if status == 0:
+                return np.atleast_1d(np.asarray(x, dtype=float)) * scale
+            red.policy_lu = True  # the next policies of this model are close: their systems go to the LU at once
+            # asked for by name, solve_mmatrix hands back its last iterate: never a value here; the sparse LU
+            # below instead (consensus N=4, K=4: BiCGSTAB breaks down on a 31,354-state policy system, and the
+            # error sent Pmax to interval iteration, 1.3 s -> 80 s), or an error when the LU is over the budget
+            try:
+                require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
+            except ExactqError:
                 raise ConvergenceError(f"policy iteration: BiCGSTAB did not converge on a policy's system ({n} "
-                                       f"states; status {status}, residual {info['residual']:.2e})")
-            return np.atleast_1d(np.asarray(x, dtype=float)) * scale
+                                       f"states; status {status}, residual {info['residual']:.2e}) and its "
+                                       "sparse LU is over the memory budget") from None
     require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
     try:
         lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
