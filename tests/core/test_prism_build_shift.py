@@ -11,9 +11,7 @@ values those of closed forms or Storm.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,17 +21,7 @@ from exactq.api import check_properties
 from exactq.prism import PrismModelError, PrismWarning, load_prism
 from exactq.prism.builder import build_model
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "prism_models_extra.py"
-
-
-def _extra():
-    spec = importlib.util.spec_from_file_location("prism_models_extra", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-X = _extra()
+from test_prism_case_studies_extra import X  # (the bench's case-study generators, loaded once)
 
 
 @contextlib.contextmanager
