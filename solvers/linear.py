@@ -31,7 +31,7 @@ This module decides *how* to solve them, before doing it:
     Gauss-Seidel sweep (:class:`SymmetricGaussSeidel`). A solver asked for by name runs even if predicted
     slow, but a direct LU predicted (by nested dissection) over the budget is refused in one line.
 :func:`solve_iterative`
-    BiCGSTAB (van der Vorst 1992) with the symmetric Gauss-Seidel preconditioner
+    BiCGSTAB (van der Vorst 1992) with Jacobi, then the symmetric Gauss-Seidel, preconditioner
     ``M = (D + L) D^-1 (D + U)`` (a forward and a backward sweep), applied by SuperLU's
     triangular solves of the two triangles of ``A`` (a triangular matrix factorises
     without fill); the forward sweep alone, ``M = D + L``, is :class:`GaussSeidel`.
@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -782,14 +782,18 @@ def _system_size(system: LinearSystem) -> str | None:
     return None
 
 
+def _solve_system(system: LinearSystem, solver: str, rtol: float) -> tuple[np.ndarray, dict]:
+    return solve_mmatrix(system.A, system.b, solver=solver, rtol=rtol, coords=system.coords, jumps=system.jumps,
+                         what=system.what)
+
+
 @register_solver(LinearSystem, name="linear", priority=100, family="linear", applies=_system_size,
                  doc="the M-matrix system of a reachability, expected-time or expected-reward query: a sparse LU "
-                     "or symmetric-Gauss-Seidel-preconditioned BiCGSTAB, chosen by the LU's predicted fill and time (each also "
-                     "registered by its own name)", options=("rtol",))
+                     "or preconditioned BiCGSTAB (Jacobi, then symmetric Gauss-Seidel), chosen by the LU's predicted "
+                     "fill and time (each also registered by its own name)", options=("rtol",))
 def solve_linear_auto(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.ndarray, dict]:
     """:func:`solve_mmatrix` with the solver chosen by predicted cost (:func:`choose`)."""
-    return solve_mmatrix(system.A, system.b, solver="auto", rtol=rtol, coords=system.coords, jumps=system.jumps,
-                         what=system.what)
+    return _solve_system(system, "auto", rtol)
 
 
 @register_solver(LinearSystem, name="direct", priority=10, family="linear", applies=_system_size,
@@ -797,17 +801,15 @@ def solve_linear_auto(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.
                  options=("rtol",))
 def solve_linear_direct(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.ndarray, dict]:
     """:func:`solve_mmatrix` with ``solver="direct"``."""
-    return solve_mmatrix(system.A, system.b, solver="direct", rtol=rtol, coords=system.coords, jumps=system.jumps,
-                         what=system.what)
+    return _solve_system(system, "direct", rtol)
 
 
 @register_solver(LinearSystem, name="bicgstab", priority=10, family="linear", applies=_system_size,
-                 doc="BiCGSTAB with a symmetric Gauss-Seidel preconditioner, with a componentwise error bound",
-                 options=("rtol",))
+                 doc="BiCGSTAB preconditioned by Jacobi, then symmetric Gauss-Seidel, with a componentwise error "
+                     "bound", options=("rtol",))
 def solve_linear_bicgstab(system: LinearSystem, *, rtol: float = 1e-13) -> tuple[np.ndarray, dict]:
     """:func:`solve_mmatrix` with ``solver="bicgstab"``."""
-    return solve_mmatrix(system.A, system.b, solver="bicgstab", rtol=rtol, coords=system.coords,
-                         jumps=system.jumps, what=system.what)
+    return _solve_system(system, "bicgstab", rtol)
 
 
 def linear_solvers() -> list[str]:

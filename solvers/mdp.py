@@ -130,6 +130,8 @@ class Reduced:
         self.klass, self.collapsed, self.internal = klass, collapsed, internal
         self.starts = groups[:-1]
         self.n = int(groups.size - 1)
+        #: set once BiCGSTAB failed on a policy's system: the next policies go to the sparse LU at once
+        self.policy_lu = False
 
     def exit_probability(self) -> np.ndarray:
         """(n_rows,) probability that a row leaves the reduced states."""
@@ -274,7 +276,7 @@ def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = Non
         # an unstructured model's LU can fill in catastrophically (a random 50,000-state MDP: 2 GB and minutes);
         # the LU's predicted fill and time decide, as for the chains' systems (exactq.solvers.linear.choose)
         name, _ = choose(A)
-        if name != "direct" and not getattr(red, "policy_lu", False):
+        if name != "direct" and not red.policy_lu:
             # scaled to a largest entry of 1: BiCGSTAB's breakdown test is absolute (scipy: rho < eps^2), so a
             # right-hand side of 1e-20 (a residual to refine) broke down at once and came back as x = 0
             scale = float(np.max(np.abs(b), initial=0.0))
@@ -285,7 +287,7 @@ def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = Non
             status = info["solver"].get("status", 0)
             if status == 0:
                 return np.atleast_1d(np.asarray(x, dtype=float)) * scale
-            red.policy_lu = True  # the next policies of this model are close: their systems go to the LU at once
+            red.policy_lu = True  # the next policies of this model are close: their systems fail the same way
             # asked for by name, solve_mmatrix hands back its last iterate: never a value here; the sparse LU
             # below instead (consensus N=4, K=4: BiCGSTAB breaks down on a 31,354-state policy system, and the
             # error sent Pmax to interval iteration, 1.3 s -> 80 s), or an error when the LU is over the budget

@@ -13,7 +13,7 @@ Methods
 ``gmres``
     GMRES on the same reduced system, preconditioned by an incomplete LU (``spilu``).
 ``bicgstab``
-    BiCGSTAB on the same reduced system with a symmetric Gauss-Seidel preconditioner
+    BiCGSTAB on the same reduced system, preconditioned by Jacobi, then symmetric Gauss-Seidel
     (:mod:`exactq.solvers.linear`), iterated to the rounding level; the answer carries
     ``info["error_bound_l1"]``, a bound on ``||pi* - pi||_1`` from the residual and the
     expected hitting times of the reference state (:func:`_l1_bound`). ``auto`` picks
@@ -339,7 +339,7 @@ register_solver(DTMC, name="stationary", priority=100, family="stationary",
 #: each stationary algorithm, registered by its name (``--option solver=NAME``, ``method=NAME``): what it needs
 ALGORITHMS = {
     "direct": "sparse LU of the reduced M-matrix (SuperLU, fill-reducing ordering from the states' geometry)",
-    "bicgstab": "BiCGSTAB with a symmetric Gauss-Seidel preconditioner, with an l1 error bound",
+    "bicgstab": "BiCGSTAB preconditioned by Jacobi, then symmetric Gauss-Seidel, with an l1 error bound",
     "gmres": "ILU-preconditioned GMRES on the reduced system",
     "power": "power iteration on the uniformised chain",
     "gth": f"Grassmann-Taksar-Heyman elimination, dense (at most {GTH_MAX_STATES} states)",
@@ -846,7 +846,7 @@ def _l1_bound(B, x, b, m) -> float:
 
 
 def _bicgstab(Q, ref, rtol, maxiter, *, x0=None, certify="probable"):
-    """BiCGSTAB with a symmetric Gauss-Seidel preconditioner on ``-B x = -b`` (:mod:`exactq.solvers.linear`).
+    """BiCGSTAB with :data:`~exactq.solvers.linear.PRECONDITIONER` (Jacobi, then symmetric Gauss-Seidel) on ``-B x = -b``.
 
     The iteration runs to the rounding level (``||b - B x||_2 <= 1e-15 ||b||_2``, or until
     it stagnates: a result within ``rtol / 10`` counts as converged; a tighter residual

@@ -82,16 +82,21 @@ def test_brp_builds_the_same_chain_with_shifted_windows_as_with_plain_rounds(n, 
     assert_same_chain(fast, plain)
 
 
-def test_brp_values_with_shifted_windows_match_the_closed_forms():
-    n, mx = 64, 3
-    text, consts, props = brp_text(n, mx)
+def checked_with_windows(name, consts, text, props):
+    """Build ``text`` with the shifted windows (asserting that they ran) and check ``props``."""
     with exploring() as used:
-        m = load_prism("brp.pm", consts, text=text)
+        m = load_prism(name, consts, text=text)
         m.built
     assert sum(used) > 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got = {r.measure: r.value for r in check_properties(m, "\n".join(props))}
+        return check_properties(m, props)
+
+
+def test_brp_values_with_shifted_windows_match_the_closed_forms():
+    n, mx = 64, 3
+    text, consts, props = brp_text(n, mx)
+    got = {r.measure: r.value for r in checked_with_windows("brp.pm", consts, text, "\n".join(props))}
     for prop, want in X.brp_closed_forms(n, mx).items():
         assert got[prop] == pytest.approx(want, rel=1e-9), prop
 
@@ -201,13 +206,7 @@ label "top" = k={K};
     plain, _ = build(text, windows=False)
     assert shifted > 0
     assert_same_chain(fast, plain)
-    with exploring() as used:
-        m = load_prism("climb.pm", None, text=text)
-        m.built
-    assert sum(used) > 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        (r,) = check_properties(m, 'P=? [ F "top" ]')
+    (r,) = checked_with_windows("climb.pm", None, text, 'P=? [ F "top" ]')
     assert r.value == pytest.approx((0.99 * 0.995) ** K, rel=1e-9)
     stormpy = pytest.importorskip("stormpy")
     path = tmp_path / "climb.pm"
