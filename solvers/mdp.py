@@ -57,12 +57,13 @@ Unbounded objectives
    ``method="interval-iteration"`` forces step 3, the independent check;
    ``method="policy-iteration"`` returns the values alone (``lower = upper``).
 
-The bounds hold in exact arithmetic; the floating-point rounding of the backups
-(relative ``~1e-16`` per backup) is not included. (:func:`verified_bracket` accepts
-``F(U) <= U + 8 eps |U|``; over ``T`` expected steps that lets ``U`` fall up to about
-``8 eps T`` relative below the value: ~2.5e-13 measured on a 2,001-state gambler,
-tests/solvers/test_mdp_defect.py. :func:`defect_bracket` carries its rounding
-allowance in ``w`` instead.)
+Policy iteration's bounds include the floating-point rounding of their checks:
+:func:`verified_bracket` pads its float test (which alone would accept ``F(U) <= U +
+8 eps |U|``, ~2.5e-13 relative below the value on a 2,001-state gambler of ~1e5
+expected steps) by the accumulated rounding bound (:func:`_pad`), and
+:func:`defect_bracket` carries its rounding allowance in ``w``. Interval iteration's
+iterates (step 3) are float backups, as in Storm and PRISM: exact up to the rounding
+of ~``eps T`` relative over ``T`` expected steps, which is not added.
 
 Step-bounded objectives (``U<=k``, ``C<=k``) take ``k`` backups from the terminal
 values: exact up to rounding, ``lower = upper``; the scheduler returned is the one of
@@ -90,7 +91,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from exactq.budget import require_memory
+from exactq.budget import memory_budget, require_memory
 from exactq.catalogue import register_solver
 from exactq.errors import ConvergenceError, ConvergenceWarning, ExactqError, ModelError
 from exactq.representations.mdp import MDPSolution, Reachability, Scheduler, TotalReward
@@ -130,8 +131,13 @@ class Reduced:
         self.klass, self.collapsed, self.internal = klass, collapsed, internal
         self.starts = groups[:-1]
         self.n = int(groups.size - 1)
-        #: set once BiCGSTAB failed on a policy's system: the next policies go to the sparse LU at once
-        self.policy_lu = False
+        #: how the policies' systems above :data:`POLICY_LU_ALWAYS` states are solved: ``None`` until the first
+        #: one decides (:func:`_solve_policy`), ``True`` the sparse LU, ``False`` BiCGSTAB (the LU if it fails)
+        self.policy_lu: bool | None = None
+        #: what decided it, for the result's info
+        self.policy_why = ""
+        #: the last policy's sparse LU, kept for the certificates' solves with the same policy
+        self._lu: tuple | None = None
 
     def exit_probability(self) -> np.ndarray:
         """(n_rows,) probability that a row leaves the reduced states."""
@@ -220,8 +226,15 @@ def interval_iteration(red: Reduced, sense: str, lower, upper, *, tol: float, at
 
 
 def _lower_until_stable(red, sense, x, eps, maxiter):
-    """Value iteration from below until the relative change of a sweep is <= eps."""
+    """Value iteration from below until the relative change of a sweep is <= eps.
+
+    Returns ``(x, sweeps, hopeless)``: ``hopeless`` when, extrapolated at its observed
+    geometric rate (every :data:`_RATE_SWEEPS` sweeps), the change would not fall to
+    ``eps`` within the sweeps left (consensus N=4, K=4, Rmax: 1,000 sweeps, 1.8 s, before
+    policy iteration solved it in 0.17 s).
+    """
     it = 0
+    mark = None
     while it < maxiter:
         best, _ = backup(red.Q, red.b, x, red.starts, sense)
         best = np.maximum(best, x)
@@ -230,7 +243,15 @@ def _lower_until_stable(red, sense, x, eps, maxiter):
         x = best
         if change <= eps:
             break
-    return x, it
+        if it % _RATE_SWEEPS == 0:
+            if mark is not None and 0 < change < mark:
+                rate = (change / mark) ** (1.0 / _RATE_SWEEPS)
+                if np.log(eps / change) / np.log(rate) > maxiter - it:
+                    return x, it, True
+            elif mark is not None and change >= mark:
+                return x, it, True
+            mark = change
+    return x, it, False
 
 
 def _verify_upper(red, sense, u, tries: int = 8):
@@ -256,11 +277,64 @@ POLICY_LU_ALWAYS = 5000
 #: its default cap of thousands of iterations and broke down on every policy, 36 s, where the LUs took 0.9 s)
 POLICY_BICGSTAB_ITERATIONS = 300
 
+#: the first large policy system is factorised (and timed) when the envelope bound of its LU fits the memory
+#: budget and predicts at most this many seconds: that bound is for the reverse Cuthill-McKee order, and
+#: SuperLU's minimum degree order is usually far below it (consensus N=4, K=4, 31,354 states: predicted
+#: 0.8 s, factorised in 0.028 s, where BiCGSTAB took 0.36 s; a random 50,000-state MDP: predicted 16e12
+#: flops, never tried)
+POLICY_LU_PROBE_SECONDS = 5.0
+
+#: the probe's LU is kept for the next policies while it took at most this many times the expected BiCGSTAB
+#: solve (:data:`exactq.solvers.linear.EXPECTED_ITERATIONS` iterations)
+POLICY_LU_KEEP = 1.0
+
+
+def _policy_lu(A, n: int, nnz: int):
+    require_memory(40.0 * (nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
+    try:
+        return spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    except RuntimeError as exc:  # exactly singular: the scheduler keeps an end component
+        raise ConvergenceError(f"policy iteration: a policy's linear system is singular ({exc})") from None
+
+
+def _decide_policy_solver(red: Reduced, A) -> "spla.SuperLU | None":
+    """Decide, on the first policy system above :data:`POLICY_LU_ALWAYS` states, how this model's policy systems
+    are solved (``red.policy_lu``); returns the probe's LU when one was made.
+
+    The LU's predicted cost (:func:`exactq.solvers.linear.choose`) decides when it calls for the LU. Otherwise,
+    when the prediction is the envelope bound (an upper bound of the fill in the reverse Cuthill-McKee order)
+    and it fits the memory budget and :data:`POLICY_LU_PROBE_SECONDS`, the LU is made and timed: kept while it
+    costs at most :data:`POLICY_LU_KEEP` times an expected BiCGSTAB solve. Policy iteration solves tens of
+    systems of one sparsity pattern but for the changed rows, so one measurement decides for all of them.
+    """
+    from .linear import EXPECTED_ITERATIONS, ITERATION_OVERHEAD_SECONDS, ITERATIVE_FLOPS_PER_SECOND, choose
+
+    n = red.n
+    name, det = choose(A)
+    if name == "direct":
+        red.policy_lu, red.policy_why = True, det.get("why", "")
+        return None
+    budget = memory_budget()
+    iterative = EXPECTED_ITERATIONS * (8.0 * A.nnz / ITERATIVE_FLOPS_PER_SECOND + ITERATION_OVERHEAD_SECONDS)
+    seconds = float(det.get("predicted_lu_seconds", np.inf))
+    if (str(det.get("prediction", "")).startswith("envelope") and seconds <= POLICY_LU_PROBE_SECONDS
+            and (budget is None or float(det.get("predicted_lu_bytes", np.inf)) <= budget)):
+        t = time.perf_counter()
+        lu = _policy_lu(A, n, A.nnz)
+        took = time.perf_counter() - t
+        red.policy_lu = took <= POLICY_LU_KEEP * iterative
+        red.policy_why = (f"the first policy's LU took {took:.2g} s (envelope bound {seconds:.2g} s) against "
+                          f"~{iterative:.2g} s expected of BiCGSTAB: "
+                          + ("the LU" if red.policy_lu else "BiCGSTAB") + " for the policies' systems")
+        return lu
+    red.policy_lu, red.policy_why = False, det.get("why", "")
+    return None
+
 
 def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = None) -> np.ndarray:
     """Value of the reduced scheduler ``choice``: ``(I - Q_c) x = b_c`` by a sparse LU and one refinement step,
-    or, above :data:`POLICY_LU_ALWAYS` states where the LU's predicted fill or time is larger than an
-    iterative solve's, by Gauss-Seidel-preconditioned BiCGSTAB to its stated error bound.
+    or, above :data:`POLICY_LU_ALWAYS` states where the LU is measured (or predicted) to cost more than an
+    iterative solve (:func:`_decide_policy_solver`), by preconditioned BiCGSTAB to its stated error bound.
 
     ``rhs`` (one entry per reduced state) replaces ``b_c`` (the defect certificate's systems).
     ``I - Q_c`` of a scheduler that leaves the reduced states almost surely is a
@@ -270,24 +344,26 @@ def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = Non
     b = red.b[choice] if rhs is None else np.asarray(rhs, dtype=float)
     Qc = red.Q[choice]
     A = (sp.identity(n, format="csc") - Qc.tocsc()).tocsc()
+    lu = None
     if n > POLICY_LU_ALWAYS:
-        from .linear import choose, solve_mmatrix
+        from .linear import solve_mmatrix
 
-        # an unstructured model's LU can fill in catastrophically (a random 50,000-state MDP: 2 GB and minutes);
-        # the LU's predicted fill and time decide, as for the chains' systems (exactq.solvers.linear.choose)
-        name, _ = choose(A)
-        if name != "direct" and not red.policy_lu:
-            # scaled to a largest entry of 1: BiCGSTAB's breakdown test is absolute (scipy: rho < eps^2), so a
-            # right-hand side of 1e-20 (a residual to refine) broke down at once and came back as x = 0
+        if red.policy_lu is None:
+            lu = _decide_policy_solver(red, A)
+        if lu is None and red.policy_lu is False:
+            # an unstructured model's LU can fill in catastrophically (a random 50,000-state MDP: 2 GB and
+            # minutes). Scaled to a largest entry of 1: BiCGSTAB's breakdown test is absolute (scipy: rho <
+            # eps^2), so a right-hand side of 1e-20 (a residual to refine) broke down at once and came back as 0
             scale = float(np.max(np.abs(b), initial=0.0))
             if scale == 0.0 or not np.isfinite(scale):
                 return np.zeros(n) if scale == 0.0 else np.full(n, np.nan)
-            x, info = solve_mmatrix(A, b / scale, solver=name, what=f"a policy's system ({n} states)",
+            x, info = solve_mmatrix(A, b / scale, solver="bicgstab", what=f"a policy's system ({n} states)",
                                     maxiter=POLICY_BICGSTAB_ITERATIONS)
             status = info["solver"].get("status", 0)
             if status == 0:
                 return np.atleast_1d(np.asarray(x, dtype=float)) * scale
             red.policy_lu = True  # the next policies of this model are close: their systems fail the same way
+            red.policy_why = f"BiCGSTAB failed on a policy's system (status {status}): the sparse LU"
             # asked for by name, solve_mmatrix hands back its last iterate: never a value here; the sparse LU
             # below instead (consensus N=4, K=4: BiCGSTAB breaks down on a 31,354-state policy system, and the
             # error sent Pmax to interval iteration, 1.3 s -> 80 s), or an error when the LU is over the budget
@@ -297,25 +373,32 @@ def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = Non
                 raise ConvergenceError(f"policy iteration: BiCGSTAB did not converge on a policy's system ({n} "
                                        f"states; status {status}, residual {info['residual']:.2e}) and its "
                                        "sparse LU is over the memory budget") from None
-    require_memory(40.0 * (Qc.nnz + n) * 8, f"the sparse LU of a policy's system ({n} states)")
-    try:
-        lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
-    except RuntimeError as exc:  # exactly singular: the scheduler keeps an end component
-        raise ConvergenceError(f"policy iteration: a policy's linear system is singular ({exc})") from None
+    if lu is None:
+        if red._lu is not None and np.array_equal(red._lu[0], choice):
+            lu = red._lu[1]
+        else:
+            lu = _policy_lu(A, n, Qc.nnz)
+    red._lu = (np.array(choice, copy=True), lu)
     x = lu.solve(b)
     x = x + lu.solve(b - A @ x)
     return np.atleast_1d(np.asarray(x, dtype=float))
 
 
-def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: float = 0.0):
-    """Bounds ``L <= x* <= U`` from an approximate fixpoint ``x``, each verified by one backup.
+def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: float = 0.0,
+                     choice: np.ndarray | None = None):
+    """Bounds ``L <= x* <= U`` from an approximate fixpoint ``x``, each verified by one backup and then padded
+    by what that backup's rounding leaves unproven.
 
     With rewards and probabilities ``b >= 0`` and ``x = F(x)``, ``U = (1 + d) x``
     satisfies ``F(U) <= U`` and ``L = (1 - d) x`` satisfies ``F(L) >= L`` (each choice's
-    ``Q_c x <= x``); on a reduced model with a unique fixpoint that proves ``L <= x* <= U``,
-    and then also ``F(L) <= x* <= F(U)``, which are returned. ``d`` starts at 1e-13 and
-    grows (x100) until both tests pass with the rounding of one backup allowed (8 eps
-    relative), up to ``tol``. Returns ``(L, U)`` or ``None``.
+    ``Q_c x <= x``); on a reduced model with a unique fixpoint that proves ``L <= x* <= U``.
+    ``d`` starts at 1e-13 and grows (x100) until both tests pass with the rounding of one
+    backup allowed (8 eps relative), up to ``tol``. Where a chosen choice's ``b`` is 0 the
+    slack ``d b`` is 0 too and the float test decides alone, so the allowance and the
+    rounding of the test are then absorbed exactly (:func:`_pad`): ``U + w`` and
+    ``L - w'`` are returned, with ``w``, ``w'`` of the order of the allowance times the
+    expected number of steps. ``choice`` (policy iteration's scheduler) starts the pad's
+    policies. Returns ``(L, U)`` or ``None``.
     """
     d = 1e-13
     while d <= max(tol, 1e-13):
@@ -330,12 +413,110 @@ def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: 
             up = np.all(FU <= U + 8 * _EPS * np.abs(U))
             low = np.all(FL >= L - 8 * _EPS * np.abs(L))
             if up and low:
-                return np.maximum(np.minimum(FL, FU), L), np.maximum(np.minimum(FU, U), L)
+                return _pad(red, sense, L, U, choice)
             if not up:
                 U = FU
             if not low:
                 L = np.maximum(FL, 0.0)
         d *= 100.0
+    return None
+
+
+def _pad(red: Reduced, sense: str, L: np.ndarray, U: np.ndarray, choice: np.ndarray | None):
+    """``(L - w', U + w)`` proven sub- and super-solutions, from ``L``, ``U`` that pass the float tests.
+
+    The true ``F(U)`` exceeds the computed one by at most the backup's rounding ``e_s =
+    max_c (k_c + 2) eps (b_c + Q_c |U|)`` (a row of ``k_c`` entries; Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., sec. 3.1), so ``F(U) <= U + a`` with ``a =
+    max(fl F(U) - U, 0) + e``. For ``w >= 0``, ``F(U + w) <= F(U) + max_c Q_c w`` (``max``)
+    and ``<= q_c(U) + Q_c w`` for the computed argmin ``c`` (``min``), so ``w >= a + Q_c w``
+    over those choices makes ``U + w`` a super-solution; likewise ``L - w'`` with the
+    roles of the senses swapped (:func:`_absorb`). Returns ``None`` if no ``w`` is proven.
+    """
+    Ub = np.column_stack([L, U])
+    best, q = backup(red.Q, red.b, Ub, red.starts, sense)
+    owner = np.repeat(np.arange(red.n, dtype=np.int64), np.diff(red.groups))
+    size = (np.diff(red.Q.indptr) + 2).astype(float)
+    err = size[:, None] * _EPS * (np.abs(red.b)[:, None] + red.Q @ np.abs(Ub))
+    # per choice, an upper bound of the true defect q_c(U) - U_s (of L_s - q_c(L) for L): ties near 0, the
+    # choices worse than the kept ones strongly negative (they then need no slack at all)
+    rU = q[:, 1] - U[owner] + err[:, 1]
+    rL = L[owner] - q[:, 0] + err[:, 0]
+    argL = greedy(q[:, 0], best[:, 0], red.groups, sense=sense)
+    argU = greedy(q[:, 1], best[:, 1], red.groups, sense=sense)
+    start = red.starts.copy() if choice is None else choice
+    try:
+        if sense == "max":
+            wU = _absorb(red, rU, start, every=True)
+            wL = _absorb(red, np.maximum(rL, 0.0), argL, every=False)
+        else:
+            wU = _absorb(red, np.maximum(rU, 0.0), argU, every=False)
+            wL = _absorb(red, rL, start, every=True)
+    except ExactqError:
+        return None
+    if wU is None or wL is None:
+        return None
+    return np.maximum(L - wL, 0.0), U + wU
+
+
+def _row_max(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    return np.maximum.reduceat(v, starts, axis=0) if v.shape[0] else v[: starts.size]
+
+
+#: policy-improvement steps :func:`_absorb` may take towards the choices that fail its check (one solve each)
+ABSORB_IMPROVEMENTS = 12
+#: choices whose defect bound is at least ``-ABSORB_TIE`` times the largest count as ties in :func:`_absorb`'s
+#: improvements
+ABSORB_TIE = 16.0
+
+
+def _absorb(red: Reduced, r: np.ndarray, pol: np.ndarray, *, every: bool):
+    """A proven ``w >= 0`` with ``w >= r_c + Q_c w`` for the choices ``c`` of ``pol`` or, with ``every``, for
+    every choice (``r``: one bound per choice, ``>= 0`` on ``pol``'s unless ``every``); ``None`` if the checks
+    fail.
+
+    ``w`` is ``pol``'s value for the rewards ``2 max(r_c, 0)`` plus a floor (one sparse solve; the factor and
+    the floor leave slack for the solve's error), checked with the rounding of ``r_c + Q_c w`` rounded up; with ``every``, up
+    to :data:`ABSORB_IMPROVEMENTS` improvement steps towards the choices that fail (a policy optimal for the
+    solved rewards passes the check with the floor to spare).
+    """
+    n = red.n
+    if n == 0:
+        return np.zeros(n)
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(red.groups))
+    size = (np.diff(red.Q.indptr) + 2).astype(float)
+    # the rewards solved for: 2 r_c and a floor of 2^-10 of the largest defect where r_c <= 0. The solve's error
+    # is ~eps |w| ~ eps T max r (T the expected steps), far below the floor; the floor adds 2^-10 of the width.
+    # A policy optimal for these rewards passes the check on every choice with the floor to spare (where the
+    # defects tie, e.g. in a loop of equal choices), so the improvements are taken on them, not on r
+    top = float(np.max(r, initial=0.0)) if every else float(np.max(r[pol], initial=0.0))
+    if top <= 0:
+        return np.zeros(n)
+    R = 2.0 * np.maximum(r, 0.0) + top * 2.0 ** -10
+    for k in range(ABSORB_IMPROVEMENTS + 1):
+        w = _solve_policy(red, pol, R[pol])
+        if not (np.all(np.isfinite(w)) and np.all(w >= 0)):
+            return None
+        Qw = red.Q @ w
+        need = (r + Qw) + size * _EPS * (np.abs(r) + Qw)
+        bad = need > w[owner]
+        if not every:
+            return w if not bad[pol].any() else None
+        if not bad.any():
+            return w
+        if k == ABSORB_IMPROVEMENTS:
+            return None
+        # a failing choice beats pol's by more than the floor for the rewards R (r_c + Q_c w > w_s and R_c >=
+        # r_c + floor). Every state switches to its best choice for R among the failing ones and the near-ties
+        # (r_c >= -TIE x top): Howard's improvement restricted to them, so the values grow; choices with a
+        # strongly negative defect (a loop of positive reward for Rmin) are never taken
+        qa = np.where(bad | (r >= -ABSORB_TIE * top), R + Qw, -np.inf)
+        qa[pol] = R[pol] + Qw[pol]
+        best = _row_max(qa, red.starts)
+        new = greedy(qa, best, red.groups, current=pol, tol=0.0, sense="max")
+        if np.array_equal(new, pol):
+            return None
+        pol = new
     return None
 
 
@@ -586,13 +767,13 @@ def _upper_start(red, sense, upper_start, lower, tol, atol, budget, info):
     # "verify" (Rmax): an optimistic guess from the lower iterate, the guess-and-verify step of OVI
     eps = max(tol, 1e-12)
     for _ in range(6):
-        lower, k = _lower_until_stable(red, sense, lower, eps * 0.5, max(budget - nit, 1))
+        lower, k, hopeless = _lower_until_stable(red, sense, lower, eps * 0.5, max(budget - nit, 1))
         nit += k
         upper = _verify_upper(red, sense, lower * (1 + eps) + eps * max(atol, 1e-300))
         if upper is not None:
             info["upper_start"] = f"optimistic guess (relative {eps:.1e}) verified F(u) <= u"
             return lower, upper, nit
-        if nit >= budget:
+        if nit >= budget or hopeless:
             break
         eps *= 0.5
     return lower, None, nit
@@ -618,9 +799,12 @@ def _policy_bracket(red, sense, proper, tol, atol, info, warm=None):
         info["policy_iteration"] = f"not used: {exc}"
         return None
     info["improvements"] = nit
-    bracket = verified_bracket(red, sense, x, tol, atol)
+    if red.policy_why:
+        info["policy_solver"] = red.policy_why
+    bracket = verified_bracket(red, sense, x, tol, atol, choice=choice)
     if bracket is not None:
-        info["certificate"] = "relative: (1 - d) x and (1 + d) x, verified by one backup each"
+        info["certificate"] = ("relative: (1 - d) x and (1 + d) x, verified by one backup each and padded by the "
+                               "accumulated rounding of that backup")
     if bracket is None or not _converged(bracket[0], bracket[1], tol, atol):
         # absolute defects (a choice better by ulps where b = 0): the additive certificate
         defect = defect_bracket(red, sense, x, choice)
