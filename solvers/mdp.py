@@ -373,15 +373,49 @@ def _solve_policy(red: Reduced, choice: np.ndarray, rhs: np.ndarray | None = Non
                 raise ConvergenceError(f"policy iteration: BiCGSTAB did not converge on a policy's system ({n} "
                                        f"states; status {status}, residual {info['residual']:.2e}) and its "
                                        "sparse LU is over the memory budget") from None
-    if lu is None:
-        if red._lu is not None and np.array_equal(red._lu[0], choice):
+    if lu is None and red._lu is not None:
+        if np.array_equal(red._lu[0], choice):
             lu = red._lu[1]
         else:
-            lu = _policy_lu(A, n, Qc.nnz)
+            x = _near_policy_solve(red, A, Qc, b, choice)
+            if x is not None:
+                return x
+    if lu is None:
+        lu = _policy_lu(A, n, Qc.nnz)
     red._lu = (np.array(choice, copy=True), lu)
     x = lu.solve(b)
     x = x + lu.solve(b - A @ x)
     return np.atleast_1d(np.asarray(x, dtype=float))
+
+
+#: a policy that differs from the factorised one in at most this many states (or this fraction of them) is
+#: solved by iterative refinement on the old LU (:func:`_near_policy_solve`)
+NEAR_POLICY_STATES = 64
+NEAR_POLICY_FRACTION = 0.005
+#: refinement steps tried before a new LU
+NEAR_POLICY_STEPS = 8
+
+
+def _near_policy_solve(red: Reduced, A, Qc, b: np.ndarray, choice: np.ndarray):
+    """``A x = b`` by iterative refinement with the LU of a policy that differs in a few states, or ``None``.
+
+    Policy iteration's last improvements change a few states (consensus N=4: 8-60 of 31,354), and SuperLU's
+    factorisation costs 40 times its solve there (20 ms against 0.5 ms): ``x <- x + LU_old^-1 (b - A x)``
+    converges at once when the change is small. Accepted when every residual is within ``8 eps (|x| + Q_c|x|
+    + |b|)`` (componentwise backward error, what the LU and one refinement step give), else ``None``.
+    """
+    old_choice, lu = red._lu
+    changed = int(np.count_nonzero(old_choice != choice))
+    if changed > max(NEAR_POLICY_STATES, NEAR_POLICY_FRACTION * red.n):
+        return None
+    x = lu.solve(b)
+    for _ in range(NEAR_POLICY_STEPS):
+        r = b - A @ x
+        ax = np.abs(x)
+        if np.all(np.abs(r) <= 8 * _EPS * (ax + Qc @ ax + np.abs(b))):
+            return np.atleast_1d(np.asarray(x, dtype=float))
+        x = x + lu.solve(r)
+    return None
 
 
 def verified_bracket(red: Reduced, sense: str, x: np.ndarray, tol: float, atol: float = 0.0,
