@@ -44,7 +44,9 @@ Usage::
     python bench/prism.py --out bench/results_prism.json
     python bench/prism.py --show bench/results_prism.json
 
-One JSON document goes to stdout (or ``--out``); a table goes to stderr.
+One JSON document goes to stdout (or ``--out``); a table goes to stderr. The workers run with
+exactq's bytecode compiled first, as on an installed copy (bench/installed.py; until 2026-12-02
+every worker recompiled the modules it imported, inside the timed check).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from installed import precompile, worker_env  # noqa: E402
 
 MARK = "BENCH_RESULT "
 AGREE_RTOL = 1e-9
@@ -166,7 +169,7 @@ def worker_exactq_cli(path: str, consts: str, props: list) -> None:
         fh.write("\n".join(props) + "\n")
     cmd = [exe, "check", path, "--props", pfile, "--json"] + (["--const", consts] if consts else [])
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env())
     wall = time.perf_counter() - t0
     child_rss = int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
     out = {"command": " ".join(os.path.basename(c) if c in (path, pfile) else c for c in cmd), "exit_status":
@@ -269,7 +272,7 @@ def run_worker(args: list, timeout: float) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(args)]
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=worker_env())
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:g} s", "wall_seconds": time.perf_counter() - t0}
     for line in proc.stdout.splitlines():
@@ -403,7 +406,7 @@ def main(argv=None) -> int:
            "machine": {"platform": platform.platform(), "python": platform.python_version(),
                        "cpus": os.cpu_count(), "loadavg_1min_at_start": os.getloadavg()[0]},
            "command": " ".join([os.path.basename(sys.executable), "bench/prism.py"] + (argv or sys.argv[1:])),
-           "runs": []}
+           **precompile(), "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             gen, quick, full, pnames, source = CASES[case]

@@ -31,6 +31,8 @@ both give 50000 (= exactq's bounds [50000, 50000]; timid play from capital 1000 
 ``seconds`` are in process, after the imports (each tool's ``import_seconds`` are reported
 apart): until 2026-12-02 both tools' seconds included their imports, which dominated the
 tiny ``zeroconf`` case (measured: exactq's imports 0.50-0.59 s, stormpy's 0.07-0.08 s).
+The workers run with exactq's bytecode compiled, as on an installed copy (bench/installed.py):
+until the same day they recompiled every module imported inside the timed check.
 
 Usage::
 
@@ -52,6 +54,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from installed import precompile, worker_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ROOT / "tests" / "prism"
@@ -158,7 +163,7 @@ def run(engine: str, path: str, consts: str, prop: str, timeout: float) -> dict:
     py = sys.executable if engine == "exactq" else STORM_PY
     cmd = [py, __file__, "--worker", engine, path, consts, prop]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT), env=worker_env())
     except subprocess.TimeoutExpired:
         return {"error": f"timeout {timeout:g}s"}
     line = [x for x in out.stdout.splitlines() if x.startswith(MARK)]
@@ -183,6 +188,7 @@ def main(argv=None) -> int:
         return 0
     names = a.cases.split(",") if a.cases else (QUICK if a.quick else list(CASES))
     engines = ["exactq", "storm_sound", "storm_sound9", "storm_default"]
+    bytecode = precompile()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -224,6 +230,7 @@ def main(argv=None) -> int:
                "bounds_not_enclosing": sum(1 for r in rows if r.get("bounds_enclose_storm") is False)}
     doc = {"benchmark": "prism_mdp", "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"python": platform.python_version(), "cpus": os.cpu_count()}, "repeats": a.repeats,
+           **bytecode,
            "summary": summary, "rows": rows}
     print(json.dumps(summary))
     if a.out:
