@@ -640,21 +640,30 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
         EXPECTED_ITERATIONS * ITERATION_OVERHEAD_SECONDS
     if (budget is not None and pred.bytes > budget) or pred.seconds > DIRECT_PREFERENCE * iterative_seconds:
         return None
-    T = A[order][:, order].tocsc()
+    T = A[order][:, order]
     if np.any(T.diagonal() <= 0):
         return None  # not an M-matrix system with a positive diagonal: the general path says what is wrong
     with np.errstate(all="ignore"):
-        lu = spla.splu(T, permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
         x = np.empty(n)
-        x[order] = lu.solve(b[order])
         v = np.empty(n)
-        v[order] = lu.solve(np.ones(n))  # the certificate's vector from the same factors
+        if smax == 1:
+            # every component one state: T is lower triangular and no factorisation is needed; SciPy's compiled
+            # triangular solve takes both right-hand sides at once (nand N=20, K=2, 57,056 unknowns: 0.010 s
+            # against 0.024 s for SuperLU's factorisation of the same triangle in its natural order)
+            X = spla.spsolve_triangular(sp.csr_matrix(T), np.column_stack([b[order], np.ones(n)]), lower=True)
+            x[order], v[order] = X[:, 0], X[:, 1]
+            lu_nnz = int(T.nnz)
+        else:
+            lu = spla.splu(T.tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+            x[order] = lu.solve(b[order])
+            v[order] = lu.solve(np.ones(n))  # the certificate's vector from the same factors
+            lu_nnz = int(lu.nnz)
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(v))):
         return None
     details = {"name": "direct", **pred.as_dict(),
                "why": ("asked for; " if asked == "direct" else "") + f"block triangular by strongly connected "
                       f"components (predicted LU {format_bytes(pred.bytes)}, ~{pred.seconds:.2g} s)",
-               "seconds": time.perf_counter() - t0, "lu_nnz": int(lu.nnz)}
+               "seconds": time.perf_counter() - t0, "lu_nnz": lu_nnz}
     bound, binfo = error_bound(A, x, b, v=v)
     info = {"solver": {**details, **binfo}, "error_bound": float(bound.max(initial=0.0)),
             "residual": binfo["residual_inf"], "bound_vector": bound}

@@ -93,8 +93,9 @@ def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, so
     if np.any(exit_rate <= 0):  # cannot happen after the graph analysis; guard anyway
         i = int(idx[np.flatnonzero(exit_rate <= 0)[0]])
         raise ModelError(f"state {i} is absorbing but was not classified; the generator is inconsistent")
-    scale = sp.diags_array(1.0 / exit_rate)
-    A = (scale @ (-Qss)).tocsr()
+    # the rows scaled in place (a diagonal times the matrix as a sparse product took 3-5 ms at 57,056 states)
+    A = -Qss
+    A.data *= np.repeat(1.0 / exit_rate, np.diff(A.indptr))
     b = rhs_rates / exit_rate
     x, linfo = solve_linear(A, b, solver=solver, what=f"{what} ({idx.size} states)")
     x = np.atleast_1d(np.asarray(x, dtype=float))

@@ -306,6 +306,32 @@ def test_a_system_of_small_strongly_connected_components_is_solved_in_block_tria
     assert "block triangular" not in info["solver"]["why"]
 
 
+def test_an_acyclic_system_is_solved_by_the_triangular_solve_with_its_certificate(monkeypatch):
+    """Every component one state (a DAG, as nand's or a counter's transient part): no factorisation at all, the
+    triangular solve gives spsolve's x, and the certificate's bound holds; SuperLU is never called."""
+    rng = np.random.default_rng(11)
+    n = 3000
+    rows = np.repeat(np.arange(n), 4)
+    cols = rows + rng.integers(1, 60, rows.size)  # every state moves to later states only
+    keep = cols < n
+    A = sp.csr_matrix((-0.2 * rng.random(int(keep.sum())), (rows[keep], cols[keep])), shape=(n, n)) + \
+        sp.eye(n, format="csr")
+    perm = rng.permutation(n)
+    A = A[perm][:, perm].tocsr()
+    b = rng.random(n)
+    exact = spla.spsolve(A.tocsc(), b)
+    import exactq.solvers.linear as L
+
+    def no_lu(*a, **k):
+        raise AssertionError("SuperLU was called on a triangular system")
+
+    monkeypatch.setattr(L.spla, "splu", no_lu)
+    x, info = solve_mmatrix(A, b)
+    assert "block triangular" in info["solver"]["why"] and info["solver"]["lu_nnz"] == A.nnz
+    np.testing.assert_allclose(x, exact, rtol=1e-12)
+    assert np.all(np.abs(x - exact) <= info["bound_vector"] + 1e-15)
+
+
 # ------------------------------------------------------------------ the bounded BiCGSTAB trial before a costly LU
 def test_a_costly_predicted_lu_is_preceded_by_a_bounded_bicgstab_trial(monkeypatch):
     Q, coords = grid_generator((60, 60))
