@@ -190,8 +190,6 @@ def as_generator(Q, *, name: str = "Q") -> sp.csr_array:
     ``1e-9`` of the row's exit rate). Raises :class:`ModelError` naming the first
     offending state.
     """
-    if getattr(Q, "_exactq_generator", False) and isinstance(Q, sp.csr_array):
-        return Q  # validated before (the checks of a file's properties validate one generator many times)
     try:
         A = sp.csr_array(Q, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -216,8 +214,6 @@ def as_generator(Q, *, name: str = "Q") -> sp.csr_array:
     if np.any(bad):
         i = int(np.flatnonzero(bad)[0])
         raise ModelError(f"rows of {name} must sum to 0; row {i} (state {i}) sums to {rowsum[i]:.6g}")
-    if isinstance(Q, sp.csr_array) and Q.dtype == float and Q.has_canonical_format:
-        Q._exactq_generator = True  # the caller's own array, validated: the next call takes it as it is
     return A
 
 
