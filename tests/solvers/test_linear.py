@@ -270,27 +270,42 @@ def test_bicgstab_redoes_an_improbable_reference_from_its_answer_with_a_certific
     np.testing.assert_allclose(st.pi[:8], exact[:8], rtol=1e-9)
 
 
-def test_a_system_of_small_strongly_connected_components_is_solved_in_block_triangular_order():
-    """Many small cycles chained one after another: one LU without fill across blocks, the same x as spsolve."""
+@pytest.mark.parametrize("s, reverse", [(5, False), (5, True), (40, False)])
+def test_a_system_of_small_strongly_connected_components_is_solved_in_block_triangular_order(s, reverse, monkeypatch):
+    """Many small cycles chained one after another: the same x as spsolve, solved block by block (blocks of 5:
+    inverted in batches; of 40: SuperLU in the block order). ``reverse`` numbers the components the other way
+    round (Pearce's numbering may come out either way): the order and the sizes must follow."""
+    import scipy.sparse.csgraph as csgraph
+
     from exactq.solvers.linear import block_triangular_order
 
+    if reverse:
+        real = csgraph.connected_components
+
+        def flipped(*a, **kw):
+            k, labels = real(*a, **kw)
+            return k, k - 1 - labels
+
+        monkeypatch.setattr(csgraph, "connected_components", flipped)
     rng = np.random.default_rng(3)
-    k, s = 400, 5  # 400 cycles of 5 states; each cycle leaks into a later one
-    n = k * s
+    k = 400 if s == 5 else 50  # cycles of s or s - 2 states (alternately); each cycle leaks into a later one
+    size = np.where(np.arange(k) % 2 == 0, s, s - 2)
+    first = np.concatenate([[0], np.cumsum(size)])
+    n = int(first[-1])
     rows, cols, vals = [], [], []
-    for c in range(k):  # (a loop over the 400 blocks of this test's matrix, not a solver path)
-        base = c * s
-        for i in range(s):
-            rows.append(base + i), cols.append(base + (i + 1) % s), vals.append(-0.5)
+    for c in range(k):  # (a loop over the blocks of this test's matrix, not a solver path)
+        base, m = int(first[c]), int(size[c])
+        for i in range(m):
+            rows.append(base + i), cols.append(base + (i + 1) % m), vals.append(-0.5)
             if c + 1 < k:
-                rows.append(base + i), cols.append(int(rng.integers((c + 1) * s, n))), vals.append(-0.3)
+                rows.append(base + i), cols.append(int(rng.integers(first[c + 1], n))), vals.append(-0.3)
     A = sp.csr_matrix((vals, (rows, cols)), shape=(n, n)) + sp.eye(n, format="csr")
     perm = rng.permutation(n)  # hide the order
     A = A[perm][:, perm].tocsr()
     b = rng.random(n)
     order, sizes = block_triangular_order(A)
     assert sizes.max() == s and sizes.size == k
-    blocks = np.repeat(np.arange(k), sizes)  # the block of each position of the order (sizes in label order)
+    blocks = np.repeat(np.arange(k), sizes)  # the block of each position of the order (sizes in that order)
     P = A[order][:, order].tocoo()
     above = P.col > P.row
     assert np.all(blocks[P.row[above]] == blocks[P.col[above]])  # upper entries only inside diagonal blocks
