@@ -311,11 +311,85 @@ def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto",
     return "bicgstab", {**details, "why": why}
 
 
+class Triangle:
+    """Solves with a sparse triangular matrix ``M`` (nonzero diagonal) without factorising it.
+
+    ``solve(b, trans="N")`` returns ``M^-1 b`` (``"T"``: ``M^-T b``) by SuperLU's triangular
+    solve ``gstrs`` on ``M`` itself, scaled once to a unit diagonal (``M = K D`` for a lower
+    ``M``; an upper one is handled as its transpose), which is what
+    :func:`scipy.sparse.linalg.spsolve_triangular` calls after preparing the same arrays on
+    every call. SuperLU's "factorisation" of a triangle in its natural order (what this
+    replaces) costs 20 times a solve: 0.129 s against 0.006 s at 306,000 unknowns (and
+    spsolve_triangular 0.042 s a call). ``gstrs`` is SciPy's private binding: it is checked
+    once per process on a small system (:func:`_gstrs_works`), and without it the triangle is
+    factorised as before.
+    """
+
+    def __init__(self, M: sp.spmatrix, *, lower: bool):
+        # K = M (lower) or M^T (upper) in CSC: M's CSC, or M's CSR transposed (a view of its arrays)
+        K = sp.csc_matrix(M, dtype=float) if lower else sp.csr_matrix(M, dtype=float).T
+        K = sp.csc_matrix((K.data.copy(), K.indices, K.indptr), shape=K.shape)
+        K.sum_duplicates()
+        d = K.diagonal()
+        if np.any(d == 0):
+            raise ZeroDivisionError("a triangular solve needs a nonzero diagonal")
+        self.n, self.lower, self.invd = K.shape[0], lower, 1.0 / d
+        self._fallback = None
+        if not _gstrs_works():
+            self._fallback = spla.splu(sp.csc_matrix(M), permc_spec="NATURAL", diag_pivot_thresh=0.0,
+                                       options=dict(SymmetricMode=True))
+            return
+        from scipy.sparse.linalg._dsolve import _superlu
+
+        K.sort_indices()
+        K.data *= np.repeat(self.invd, np.diff(K.indptr))  # unit diagonal: K D is M (lower) or M^T (upper)
+        self._gstrs = _superlu.gstrs
+        self._L = (K.nnz, K.data, K.indices.astype(np.intc, copy=False), K.indptr.astype(np.intc, copy=False))
+        self._U = (0, np.zeros(0), np.zeros(0, dtype=np.intc), np.zeros(self.n + 1, dtype=np.intc))
+
+    def _unit(self, b: np.ndarray, trans: str) -> np.ndarray:
+        x, info = self._gstrs(trans, self.n, *self._L, self.n, *self._U, np.array(b, dtype=float, copy=True))
+        if info:
+            raise ZeroDivisionError("a triangular solve met a zero pivot")
+        return x
+
+    def solve(self, b: np.ndarray, trans: str = "N") -> np.ndarray:
+        if self._fallback is not None:
+            return self._fallback.solve(b, trans=trans)
+        if (trans == "N") == self.lower:  # M x = b, M = K D (lower); M^T x = b, M^T = K D (upper)
+            return self.invd * self._unit(b, "N")
+        return self._unit(self.invd * b, "T")
+
+
+_GSTRS: list = []
+
+
+def _gstrs_works() -> bool:
+    """Whether SciPy's private ``gstrs`` binding solves as :class:`Triangle` calls it (checked once)."""
+    if not _GSTRS:
+        ok = False
+        try:
+            from scipy.sparse.linalg._dsolve import _superlu
+
+            K = sp.csc_matrix(np.array([[1.0, 0.0, 0.0], [-0.5, 1.0, 0.0], [0.25, -2.0, 1.0]]))
+            b = np.array([1.0, 2.0, 3.0])
+            args = (K.nnz, K.data, K.indices.astype(np.intc), K.indptr.astype(np.intc), 3, 0, np.zeros(0),
+                    np.zeros(0, dtype=np.intc), np.zeros(4, dtype=np.intc))
+            x, info = _superlu.gstrs("N", 3, *args, b.copy())
+            y, info2 = _superlu.gstrs("T", 3, *args, b.copy())
+            ok = (not info and not info2 and np.allclose(K @ x, b, rtol=1e-14, atol=0)
+                  and np.allclose(K.T @ y, b, rtol=1e-14, atol=0))
+        except Exception:  # noqa: BLE001 -- a SciPy without this binding, or with another signature
+            ok = False
+        _GSTRS.append(ok)
+    return _GSTRS[0]
+
+
 class GaussSeidel:
     """The forward Gauss-Seidel preconditioner ``M = D + L`` of ``A`` (its lower triangle).
 
     ``solve(r)`` returns ``M^-1 r``, ``solve(r, trans=True)`` ``M^-T r``, both by SuperLU's
-    triangular solves of ``M`` (factorised in its natural order: no fill, no pivoting).
+    triangular solves of ``M`` (:class:`Triangle`: no factorisation, no fill, no pivoting).
     Measured on a 39,350-state generator: 1 ms per solve, against 30 ms for
     :func:`scipy.sparse.linalg.spsolve_triangular`.
     """
@@ -324,7 +398,7 @@ class GaussSeidel:
         M = sp.tril(A, format="csc")
         if np.any(M.diagonal() == 0):
             raise ZeroDivisionError("Gauss-Seidel needs a nonzero diagonal")
-        self.lu = spla.splu(M, permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+        self.lu = Triangle(M, lower=True)
 
     #: how the solvers' info names it
     name = "gauss-seidel"
@@ -361,12 +435,11 @@ class SymmetricGaussSeidel:
     name = "symmetric-gauss-seidel"
 
     def __init__(self, A: sp.spmatrix):
-        lower, upper = sp.tril(A, format="csc"), sp.triu(A, format="csc")
+        lower, upper = sp.tril(A, format="csc"), sp.triu(A, format="csr")  # Triangle takes the upper one's transpose
         self.d = np.asarray(A.diagonal(), dtype=float)
         if np.any(self.d == 0):
             raise ZeroDivisionError("Gauss-Seidel needs a nonzero diagonal")
-        opts = dict(permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
-        self.lower, self.upper = spla.splu(lower, **opts), spla.splu(upper, **opts)
+        self.lower, self.upper = Triangle(lower, lower=True), Triangle(upper, lower=False)
 
     def solve(self, r: np.ndarray, trans: bool = False) -> np.ndarray:
         if trans:

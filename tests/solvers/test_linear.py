@@ -426,3 +426,28 @@ def test_jacobi_first_keeps_jacobi_where_it_converges_and_upgrades_where_it_does
     # the certificate of the answer holds whichever preconditioner ran
     bound, _ = error_bound(hard, x, b, prec=prec)
     assert np.all(np.abs(x - ref) <= bound + 1e-9 * np.abs(ref))
+
+
+# ------------------------------------------------------------------ triangular solves without a factorisation
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("binding", [True, False])
+def test_triangle_solves_both_ways_with_and_without_scipys_binding(lower, binding, monkeypatch):
+    """Triangle (SuperLU's gstrs on the triangle itself) against dense solves, M and M^T; without the private
+    binding (an older or newer SciPy) the same answers come from SuperLU's factorisation of the triangle."""
+    import exactq.solvers.linear as L
+
+    monkeypatch.setattr(L, "_GSTRS", [] if binding else [False])
+    rng = np.random.default_rng(5)
+    n = 400
+    dense = np.tril(rng.random((n, n)) * (rng.random((n, n)) < 0.02), k=-1) * -1.0 + np.diag(rng.random(n) + 0.5)
+    M = sp.csr_matrix(dense if lower else dense.T)
+    T = L.Triangle(M, lower=lower)
+    assert (T._fallback is None) == binding
+    b = rng.random(n)
+    np.testing.assert_allclose(T.solve(b), np.linalg.solve(M.toarray(), b), rtol=1e-12)
+    np.testing.assert_allclose(T.solve(b, trans="T"), np.linalg.solve(M.toarray().T, b), rtol=1e-12)
+    keep = b.copy()
+    T.solve(b)
+    assert np.array_equal(b, keep)  # the right-hand side is not overwritten
+    with pytest.raises(ZeroDivisionError):
+        L.Triangle(sp.csr_matrix(np.tril(np.ones((3, 3)), k=-1)), lower=True)
