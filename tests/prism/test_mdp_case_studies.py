@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_mdp_check import _schedulers
 
 from exactq.api import check_properties
 from exactq.prism import load_prism
-from exactq.representations.mdp import Reachability, Scheduler, TotalReward
+from exactq.representations.mdp import Reachability, TotalReward
 from exactq.solvers.mdp import reachability, total_reward
 from exactq.solvers.reachability import expected_reward, until_probability
 
@@ -369,17 +370,6 @@ def test_wlan_in_closed_form(bmax):
 
 
 # ------------------------------------------------------------------------------ enumerated schedulers
-def _schedulers(mdp):
-    counts = mdp.choice_counts
-    multi = np.flatnonzero(counts > 1)
-    base = mdp.row_groups[:-1].copy()
-    assert np.prod(counts[multi].astype(float)) <= 4096, "too many schedulers for this test"
-    for pick in itertools.product(*[range(int(counts[s])) for s in multi]):
-        choice = base.copy()
-        choice[multi] += np.asarray(pick, dtype=np.int64)
-        yield Scheduler(choice)
-
-
 def test_wlan_optima_are_the_best_and_worst_deterministic_schedulers():
     # MAX_BACKOFF = 1: a few vulnerable-slot choices; each memoryless deterministic scheduler's Markov chain
     # solved by the DTMC solvers; the MDP's optima are the extremes over them (Puterman 1994, thm. 7.1.9)
