@@ -191,6 +191,14 @@ _MEASURES = {
 }
 
 
+def _widen(lower: float, upper: float) -> tuple[float, float]:
+    """A response-time bracket widened for the roundings after the span bounds: the division by the arrival
+    rate, the ratio and the cost ``number - theta accepted`` (a few units of ``u |value|``; 16 taken)."""
+    u = 2.0 ** -53
+    return (float(np.nextafter(lower - 16 * u * abs(lower), -np.inf)),
+            float(np.nextafter(upper + 16 * u * abs(upper), np.inf)))
+
+
 @register_model
 @dataclass(frozen=True)
 class OptimalDispatch(Model):
@@ -499,8 +507,8 @@ class OptimalDispatch(Model):
                                                    "blocking_probability": 1.0 - float(pi @ acc) / lam}}
         if not mdp.labels["full"].any() or self.is_infinite and mdp.truncation is None:
             theta = float(pi @ num) / float(pi @ acc)
-            return {"value": theta, "lower": sol.lower[0] / lam, "upper": sol.upper[0] / lam,
-                    "scheduler": sol.scheduler, "details": details}
+            lower, upper = _widen(sol.lower[0] / lam, sol.upper[0] / lam)
+            return {"value": theta, "lower": lower, "upper": upper, "scheduler": sol.scheduler, "details": details}
         theta = float(pi @ num) / float(pi @ acc)
         history = []
         scheduler, bias = sol.scheduler, sol.bias
@@ -533,7 +541,7 @@ class OptimalDispatch(Model):
                                  aperiodicity=aperiodicity)
             lower = theta + G_lo / float(amin.lower[0])
             details["min_acceptance_rate"] = float(amin.lower[0])
-        lower = min(lower, upper)
+        lower, upper = _widen(min(lower, upper), upper)
         details.update(dinkelbach=history, blocking_probability=1.0 - float(ev_a.value[0]) / lam)
         return {"value": 0.5 * (lower + upper), "lower": lower, "upper": upper, "scheduler": scheduler,
                 "details": details, "nit": sol.nit + len(history)}

@@ -196,3 +196,18 @@ def test_reproduction_table_small(tmp_path):
         for h in ("jsq", "sed", "sa_jsq"):
             assert row[h] >= row["lower"] - 1e-9 and row[f"gap_{h}"] > -1e-9
     assert rows[0]["switching_curve"][0] == 1 and rows[0]["monotone"]
+
+
+@pytest.mark.parametrize("lam,K", [(1.2, 8), (0.7, 5), (1.9, 12), (1.0, 9)])
+def test_single_server_bracket_encloses_the_exact_rational_value(lam, K):
+    # the span bounds are widened by their rounding: against the M/M/1/K mean number in 40 digits (the float
+    # closed form itself rounds by a few ulps; before the widening (1.2, 8) gave a bracket 3e-15 below it)
+    import mpmath
+
+    with mpmath.workdps(40):
+        rho = mpmath.mpf(lam)
+        w = [rho ** k for k in range(K + 1)]
+        exact = sum(k * wk for k, wk in enumerate(w)) / sum(w)
+    r = exactq.solve("optimal-dispatch", arrival_rate=lam, service_rates="1", capacity=K)
+    assert mpmath.mpf(r.lower) <= exact <= mpmath.mpf(r.upper)
+    assert (r.upper - r.lower) / r.value < 1e-12
