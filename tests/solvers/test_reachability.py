@@ -163,3 +163,29 @@ def test_validation():
         until_probability(sp.csr_array([[-1.0, 0.5], [0.0, 0.0]]), True, [False, True])
     with pytest.raises(ModelError, match="square"):
         until_probability(sp.csr_array(np.zeros((2, 3))), True, [False, True])
+
+
+def test_backward_reachability_matches_a_dense_fixed_point_on_random_graphs():
+    # the predecessor graph (CSC form, entries masked by the movable states) against the fixed point of
+    # R = sources | (movable & some positive off-diagonal edge into R), computed densely; zero entries and the
+    # diagonal are not edges
+    from exactq.solvers.reachability import _backward_reachable, _prob01
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n = int(rng.integers(1, 30))
+        Q = sp.random(n, n, density=rng.uniform(0.02, 0.3), random_state=int(rng.integers(1 << 30)), format="csr")
+        Q.data[rng.random(Q.data.size) < 0.2] = 0.0
+        sources, movable = rng.random(n) < 0.2, rng.random(n) < 0.7
+        D = Q.toarray() > 0
+        np.fill_diagonal(D, False)
+        want = sources.copy()
+        while True:
+            grown = want | (movable & D[:, want].any(axis=1))
+            if np.array_equal(grown, want):
+                break
+            want = grown
+        assert np.array_equal(_backward_reachable(sp.csr_array(Q), sources, movable), want)
+        left = rng.random(n) < 0.8
+        no, yes = _prob01(sp.csr_array(Q), left, sources)
+        assert not np.any(no & yes) and np.all(yes[sources]) and not np.any(no[sources])
