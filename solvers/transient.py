@@ -257,6 +257,16 @@ try:  # SciPy's compiled sparse products into a given output vector (no allocati
     from scipy.sparse._sparsetools import csc_matvec as _csc_matvec, csr_matvec as _csr_matvec
 except ImportError:  # pragma: no cover - a SciPy without them: the products go through ``M @ x``
     _csc_matvec = _csr_matvec = None
+try:
+    from scipy.sparse._sparsetools import dia_matvec as _dia_matvec
+except ImportError:  # pragma: no cover
+    _dia_matvec = None
+
+#: a matrix on at most this many diagonals, stored with at most DIAGONAL_PADDING times its entries, is also tried
+#: by diagonals (the birth-death chains of a cell or a queue: 100,001 states on 3 diagonals, 138 us a product by
+#: diagonals against 277 us by rows)
+DIAGONALS_MAX = 16
+DIAGONAL_PADDING = 1.5
 
 #: a series of at least this many products first times both storage orders of its matrix (:class:`_Stepper`)
 TRIAL_MIN_PRODUCTS = 2000
@@ -305,15 +315,27 @@ class _Stepper:
                         self.spare.fill(0.0)
                         kernel(self.n, mat.shape[1], mat.indptr, mat.indices, mat.data, x, self.spare)
                     times[order] = min(times[order], (time.perf_counter() - t0) / TRIAL_PRODUCTS)
-            if times["rows"] < times["columns"]:
+            D = _diagonals(R)
+            if D is not None:
+                times["diagonals"] = math.inf
+                for _ in range(2):
+                    t0 = time.perf_counter()
+                    for _ in range(TRIAL_PRODUCTS):
+                        self.spare.fill(0.0)
+                        _dia_kernel(self.n, D, x, self.spare)
+                    times["diagonals"] = min(times["diagonals"], (time.perf_counter() - t0) / TRIAL_PRODUCTS)
+            best = min(times, key=times.get)
+            if best == "rows":
                 self.M, self.kernel, self.order = R, _csr_matvec, "rows"
+            elif best == "diagonals":
+                self.M, self.kernel, self.order = D, None, "diagonals"
             self.trial = {"storage": self.order, "seconds_per_product": {k: float(v) for k, v in times.items()}}
 
     def start(self, x0: np.ndarray) -> np.ndarray:
         return np.array(x0, dtype=float, copy=True)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        if self.kernel is None:  # pragma: no cover
+        if self.kernel is None and self.order != "diagonals":  # pragma: no cover
             y = self.M @ x
             return y + self.b if self.b is not None else y
         y = self.spare
@@ -322,9 +344,30 @@ class _Stepper:
         else:
             np.copyto(y, self.b)
         M = self.M
-        self.kernel(self.n, M.shape[1], M.indptr, M.indices, M.data, x, y)
+        if self.kernel is None:
+            _dia_kernel(self.n, M, x, y)
+        else:
+            self.kernel(self.n, M.shape[1], M.indptr, M.indices, M.data, x, y)
         self.spare = x
         return y
+
+
+def _diagonals(R: sp.csr_matrix):
+    """``R`` by diagonals (:class:`scipy.sparse.dia_matrix`) when it lies on at most :data:`DIAGONALS_MAX` of
+    them with little padding, else ``None``."""
+    if _dia_matvec is None or R.nnz == 0:
+        return None
+    n = R.shape[0]
+    offsets = np.unique(R.indices - np.repeat(np.arange(n, dtype=R.indices.dtype), np.diff(R.indptr)))
+    if offsets.size > DIAGONALS_MAX or offsets.size * n > DIAGONAL_PADDING * R.nnz:
+        return None
+    D = R.todia()
+    return D if D.offsets.size == offsets.size else None
+
+
+def _dia_kernel(n: int, D, x: np.ndarray, y: np.ndarray) -> None:
+    """``y += D x`` by SciPy's compiled product over the diagonals."""
+    _dia_matvec(n, D.shape[1], D.offsets.size, D.data.shape[1], D.offsets, D.data, x, y)
 
 
 def _restricted_uniformisation(A: sp.csr_array, rows: np.ndarray, fixed: np.ndarray | None = None):

@@ -238,7 +238,7 @@ def test_huge_time_bounds_stop_at_the_unbounded_limit_with_a_bound():
     assert "steady_state_detection" in info3
 
 
-@pytest.mark.parametrize("order", ["rows", "columns"])
+@pytest.mark.parametrize("order", ["rows", "columns", "diagonals"])
 def test_both_storage_orders_of_the_products_agree_with_expm(order, monkeypatch):
     """The products' storage order is chosen by a timed trial; either order gives the same distribution."""
     import exactq.solvers.transient as tr
@@ -259,6 +259,9 @@ def test_both_storage_orders_of_the_products_agree_with_expm(order, monkeypatch)
         orig(self, *a, **k)
         assert self.trial is not None
         if self.order != order:
+            if order == "diagonals":
+                self.M, self.order, self.kernel = sp.dia_matrix(self.M), order, None
+                return
             M = sp.csr_matrix(self.M) if order == "rows" else sp.csc_matrix(self.M)
             self.M, self.order = M, order
             self.kernel = tr._csr_matvec if order == "rows" else tr._csc_matvec
@@ -267,6 +270,22 @@ def test_both_storage_orders_of_the_products_agree_with_expm(order, monkeypatch)
     p, _ = transient(Q, p0, t)
     exact = expm_multiply((Q * t).T.tocsc(), p0)
     assert np.allclose(p, exact, rtol=0, atol=1e-12)
+
+
+def test_a_banded_matrix_is_tried_by_diagonals_and_a_scattered_one_is_not():
+    import exactq.solvers.transient as tr
+
+    rng = np.random.default_rng(3)
+    n = 300
+    band = sp.diags([rng.random(n - 2), rng.random(n), rng.random(n - 1)], [-2, 0, 1], format="csr")
+    b = rng.random(n)
+    step = tr._Stepper(band, b, products=tr.TRIAL_MIN_PRODUCTS)
+    assert "diagonals" in step.trial["seconds_per_product"]
+    x = rng.random(n)
+    assert np.allclose(step(x.copy()), band @ x + b, rtol=1e-15, atol=1e-15)
+    scattered = sp.random(n, n, density=0.05, random_state=rng, format="csr")
+    assert tr._diagonals(scattered) is None  # on hundreds of diagonals: never stored by them
+    assert tr._diagonals(sp.csr_matrix((n, n))) is None
 
 
 def test_a_limit_that_cannot_be_solved_leaves_the_sum_to_run_to_the_end(monkeypatch):
