@@ -94,9 +94,13 @@ def _backward_reachable(Q: sp.csr_array, sources: np.ndarray, movable: np.ndarra
     return _Predecessors(Q).restrict(movable).reach(sources)
 
 
-def _prob01(Q: sp.csr_array, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The states where ``P(left U right)`` is 0 and where it is 1 (graph analysis [BK08]_)."""
-    graph = _Predecessors(Q).restrict(left & ~right)
+def _prob01(Q: sp.csr_array, left: np.ndarray, right: np.ndarray, *,
+            graph: "_Predecessors | None" = None) -> tuple[np.ndarray, np.ndarray]:
+    """The states where ``P(left U right)`` is 0 and where it is 1 (graph analysis [BK08]_).
+
+    ``graph``: ``Q``'s :class:`_Predecessors`, when the caller keeps it for several queries of one chain.
+    """
+    graph = (_Predecessors(Q) if graph is None else graph).restrict(left & ~right)
     no = ~graph.reach(right)
     # probability 1 iff the no-states cannot be reached through left & ~right states
     yes = ~graph.reach(no)
@@ -147,7 +151,7 @@ def _method_name(solve_info: dict) -> str:
     return "graph+" + ("spsolve" if name == "direct" else name)
 
 
-def until_probability(Q, left_mask, right_mask, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
+def until_probability(Q, left_mask, right_mask, *, solver: str = "auto", graph=None) -> tuple[np.ndarray, dict]:
     """Probability of ``left U right`` (unbounded) from every state.
 
     Parameters
@@ -156,6 +160,9 @@ def until_probability(Q, left_mask, right_mask, *, solver: str = "auto") -> tupl
         Generator: off-diagonal rates >= 0, rows sum to 0.
     left_mask, right_mask : (n,) bool array_like
         The states satisfying ``left`` and ``right``.
+    graph : optional
+        The transition graph reversed (an internal ``_Predecessors`` of ``Q``), when a caller
+        keeps it for several queries of one chain; built here otherwise.
 
     Returns
     -------
@@ -203,7 +210,7 @@ def until_probability(Q, left_mask, right_mask, *, solver: str = "auto") -> tupl
     n = A.shape[0]
     left = as_mask(left_mask, n, "left_mask")
     right = as_mask(right_mask, n, "right_mask")
-    no, yes = _prob01(A, left, right)
+    no, yes = _prob01(A, left, right, graph=graph)
     probs = yes.astype(float)
     rest = ~no & ~yes
     # right-hand side: rate from each state of `rest` into the probability-1 states
@@ -226,7 +233,7 @@ def until_probability(Q, left_mask, right_mask, *, solver: str = "auto") -> tupl
     return probs, info
 
 
-def expected_time(Q, target_mask, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
+def expected_time(Q, target_mask, *, solver: str = "auto", graph=None) -> tuple[np.ndarray, dict]:
     """Expected time to reach the target set from every state.
 
     Parameters
@@ -235,6 +242,9 @@ def expected_time(Q, target_mask, *, solver: str = "auto") -> tuple[np.ndarray, 
         Generator: off-diagonal rates >= 0, rows sum to 0.
     target_mask : (n,) bool array_like
         The target states.
+    graph : optional
+        The transition graph reversed (an internal ``_Predecessors`` of ``Q``), when a caller
+        keeps it for several queries of one chain; built here otherwise.
 
     Returns
     -------
@@ -279,7 +289,7 @@ def expected_time(Q, target_mask, *, solver: str = "auto") -> tuple[np.ndarray, 
     A = as_generator(Q)
     n = A.shape[0]
     target = as_mask(target_mask, n, "target_mask")
-    _, yes = _prob01(A, np.ones(n, dtype=bool), target)
+    _, yes = _prob01(A, np.ones(n, dtype=bool), target, graph=graph)
     times = np.full(n, np.inf)
     times[target] = 0.0
     solve = yes & ~target
@@ -296,7 +306,7 @@ def expected_time(Q, target_mask, *, solver: str = "auto") -> tuple[np.ndarray, 
     return times, info
 
 
-def expected_reward(Q, target_mask, reward, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
+def expected_reward(Q, target_mask, reward, *, solver: str = "auto", graph=None) -> tuple[np.ndarray, dict]:
     """Expected reward accumulated until the target set is reached, from every state.
 
     Parameters
@@ -307,6 +317,9 @@ def expected_reward(Q, target_mask, reward, *, solver: str = "auto") -> tuple[np
         The target states.
     reward : (n,) array_like
         Reward rate of each state (per step for ``P - I``), finite.
+    graph : optional
+        The transition graph reversed (an internal ``_Predecessors`` of ``Q``), when a caller
+        keeps it for several queries of one chain; built here otherwise.
 
     Returns
     -------
@@ -342,7 +355,7 @@ def expected_reward(Q, target_mask, reward, *, solver: str = "auto") -> tuple[np
     r = np.asarray(reward, dtype=float)
     if r.shape != (n,) or not np.all(np.isfinite(r)):
         raise ModelError(f"reward must be {n} finite numbers (one per state)")
-    _, yes = _prob01(A, np.ones(n, dtype=bool), target)
+    _, yes = _prob01(A, np.ones(n, dtype=bool), target, graph=graph)
     values = np.full(n, np.inf)
     values[target] = 0.0
     solve = yes & ~target
