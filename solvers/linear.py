@@ -513,16 +513,26 @@ JACOBI_ITERATIONS = 20
 PRECONDITIONER = JacobiFirst
 
 
+_THREADPOOLS: list = []
+
+
 def _blas_single_thread():
     """One BLAS thread for the vector operations of a Krylov loop (on a busy 2-core machine
-    OpenBLAS threads made BiCGSTAB 23x slower: 7.2 s instead of 0.31 s for 50 iterations)."""
+    OpenBLAS threads made BiCGSTAB 23x slower: 7.2 s instead of 0.31 s for 50 iterations).
+
+    The loaded BLAS libraries are found once per process (a ``ThreadpoolController``; a new
+    ``threadpool_limits`` scans the process's shared objects each time, 2 ms a call, twice
+    a stationary solve); by the first Krylov solve NumPy's and SciPy's are loaded.
+    """
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - a dependency
         import contextlib
 
         return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    if not _THREADPOOLS:
+        _THREADPOOLS.append(ThreadpoolController())
+    return _THREADPOOLS[0].limit(limits=1, user_api="blas")
 
 
 def solve_iterative(A: sp.spmatrix, b: np.ndarray, *, x0: np.ndarray | None = None, rtol: float = 1e-13,
