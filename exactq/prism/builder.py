@@ -297,7 +297,9 @@ class _Builder:
             if mdp:
                 out.rank = np.concatenate(rank_l)
             if sort:
-                order = np.argsort(out.rows)
+                # each command's rows are ascending: a stable sort (timsort) merges the runs, 5x faster than the
+                # default introsort (leader_sync N=6, K=6: 0.76 s of a 1.3 s build), and keeps the commands' order
+                order = np.argsort(out.rows, kind="stable")
                 out.rows, out.prob, out.dword = out.rows[order], out.prob[order], out.dword[order]
                 if mdp:
                     out.rank = out.rank[order]
