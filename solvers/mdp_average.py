@@ -297,8 +297,15 @@ _UNIT = 2.0 ** -53
 
 
 def _span_pad(P, r, vmax: float) -> float:
-    """A bound on the rounding error of every computed entry of ``r + P v - v`` (or of relative value
-    iteration's ``(1 - tau) P v + r + tau v - v``) when ``max |v| <= vmax``.
+    """A bound on the rounding error of every computed entry of ``r + P v - v`` when ``max |v| <= vmax``
+    (:func:`_span_pad_terms`)."""
+    fixed, per_v = _span_pad_terms(P, r)
+    return fixed + per_v * vmax
+
+
+def _span_pad_terms(P, r) -> tuple[float, float]:
+    """``(a, b)``: every computed entry of ``r + P v - v`` (or of relative value iteration's
+    ``(1 - tau) P v + r + tau v - v``) rounds by at most ``a + b max |v|``.
 
     A sum of ``m`` terms rounds by at most ``gamma_m sum |terms|``, ``gamma_m = m u / (1 - m u)`` (Higham,
     *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002, eq. 3.5); a row of ``P`` with ``m``
@@ -309,12 +316,12 @@ def _span_pad(P, r, vmax: float) -> float:
     """
     P = sp.csr_matrix(P)
     if P.shape[0] == 0:
-        return 0.0
+        return 0.0, 0.0
     m = int(np.diff(P.indptr).max(initial=0)) + 6
     gamma = m * _UNIT / (1.0 - m * _UNIT)
     row_sum = float(np.add.reduceat(np.abs(P.data), P.indptr[:-1]).max(initial=0.0)) if P.nnz else 0.0
     rmax = float(np.max(np.abs(r))) if np.size(r) else 0.0
-    return gamma * (rmax + (row_sum + 2.0) * vmax)
+    return gamma * rmax, gamma * (row_sum + 2.0)
 
 
 def _outward(lo: float, hi: float, pad: float) -> tuple[float, float]:
@@ -405,8 +412,7 @@ def _value_iteration(P, r, groups, sense, v, tol, tau, maxiter, r_scale, lo_best
     v = np.array(v, dtype=float)
     ref = 0
     it = 0
-    pad_row = _span_pad(P, r, 1.0) - _span_pad(P, r, 0.0)  # the pad's part per unit of max |v|
-    pad_r = _span_pad(P, r, 0.0)
+    pad_r, pad_row = _span_pad_terms(P, r)  # the pad: pad_r + pad_row max |v|
     while it < maxiter:
         q = P @ v
         q *= 1.0 - tau

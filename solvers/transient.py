@@ -307,28 +307,20 @@ class _Stepper:
             R = sp.csr_matrix(C)
             R.sort_indices()
             x = np.ones(self.n)
-            times = {"columns": math.inf, "rows": math.inf}
-            for _ in range(2):  # alternating, so that a burst of load on a shared machine hits both
-                for order, mat, kernel in (("columns", C, _csc_matvec), ("rows", R, _csr_matvec)):
-                    t0 = time.perf_counter()
-                    for _ in range(TRIAL_PRODUCTS):
-                        self.spare.fill(0.0)
-                        kernel(self.n, mat.shape[1], mat.indptr, mat.indices, mat.data, x, self.spare)
-                    times[order] = min(times[order], (time.perf_counter() - t0) / TRIAL_PRODUCTS)
+            candidates = [("columns", C, _csc_matvec), ("rows", R, _csr_matvec)]
             D = _diagonals(R)
             if D is not None:
-                times["diagonals"] = math.inf
-                for _ in range(2):
+                candidates.append(("diagonals", D, None))
+            times = {order: math.inf for order, _, _ in candidates}
+            for _ in range(2):  # alternating, so that a burst of load on a shared machine hits all
+                for order, mat, kernel in candidates:
                     t0 = time.perf_counter()
                     for _ in range(TRIAL_PRODUCTS):
                         self.spare.fill(0.0)
-                        _dia_kernel(self.n, D, x, self.spare)
-                    times["diagonals"] = min(times["diagonals"], (time.perf_counter() - t0) / TRIAL_PRODUCTS)
+                        _product(kernel, mat, x, self.spare)
+                    times[order] = min(times[order], (time.perf_counter() - t0) / TRIAL_PRODUCTS)
             best = min(times, key=times.get)
-            if best == "rows":
-                self.M, self.kernel, self.order = R, _csr_matvec, "rows"
-            elif best == "diagonals":
-                self.M, self.kernel, self.order = D, None, "diagonals"
+            self.order, self.M, self.kernel = next(c for c in candidates if c[0] == best)
             self.trial = {"storage": self.order, "seconds_per_product": {k: float(v) for k, v in times.items()}}
 
     def start(self, x0: np.ndarray) -> np.ndarray:
@@ -343,11 +335,7 @@ class _Stepper:
             y.fill(0.0)
         else:
             np.copyto(y, self.b)
-        M = self.M
-        if self.kernel is None:
-            _dia_kernel(self.n, M, x, y)
-        else:
-            self.kernel(self.n, M.shape[1], M.indptr, M.indices, M.data, x, y)
+        _product(self.kernel, self.M, x, y)
         self.spare = x
         return y
 
@@ -365,9 +353,13 @@ def _diagonals(R: sp.csr_matrix):
     return D if D.offsets.size == offsets.size else None
 
 
-def _dia_kernel(n: int, D, x: np.ndarray, y: np.ndarray) -> None:
-    """``y += D x`` by SciPy's compiled product over the diagonals."""
-    _dia_matvec(n, D.shape[1], D.offsets.size, D.data.shape[1], D.offsets, D.data, x, y)
+def _product(kernel, M, x: np.ndarray, y: np.ndarray) -> None:
+    """``y += M x`` by SciPy's compiled product: ``kernel`` (``csr_matvec``/``csc_matvec``) on a compressed ``M``,
+    or, with ``kernel=None``, ``dia_matvec`` on ``M`` stored by diagonals."""
+    if kernel is None:
+        _dia_matvec(M.shape[0], M.shape[1], M.offsets.size, M.data.shape[1], M.offsets, M.data, x, y)
+    else:
+        kernel(M.shape[0], M.shape[1], M.indptr, M.indices, M.data, x, y)
 
 
 def _restricted_uniformisation(A: sp.csr_array, rows: np.ndarray, fixed: np.ndarray | None = None):
