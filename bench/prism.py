@@ -129,6 +129,7 @@ def worker_exactq(path: str, consts: str, props: list) -> None:
     import exactq
     import exactq.errors
     import exactq.prism.builder  # noqa: F401  (imports are not part of the build)
+    import exactq.prism.properties  # noqa: F401  (nor of the first property's check)
     import exactq.solvers.csl  # noqa: F401
     from exactq.api import check_properties
     from exactq.catalogue import _load

@@ -549,3 +549,25 @@ def test_rotated_nested_dissection_only_for_unit_steps():
     assert _rotated_unit_lattice(sed.Q, sed.states) is None
     three = exactq.model("jsq", arrival_rate=1.5, service_rates="1,1,1").ctmc(8)
     assert _rotated_unit_lattice(three.Q, three.states) is None
+
+
+def test_gth_where_the_unnormalised_vector_overflows():
+    """Birth-death chain, up-rate 1e4 x the down-rate: pi_k proportional to 1e4^k overflows double long before
+    state 150 (1e600), so GTH's triangular back substitution overflows and the rescaled loop answers; the
+    closed form pi_k = r^k (1 - r) / (1 - r^n) with r = 1e-4 read from the top state."""
+    from exactq.solvers.linear import gth
+
+    n, up, down = 150, 1e4, 1.0
+    Q = np.zeros((n, n))
+    i = np.arange(n - 1)
+    Q[i, i + 1] = up
+    Q[i + 1, i] = down
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    pi = gth(Q)
+    r = down / up
+    k = np.arange(n)[::-1]  # distance from the top state
+    with np.errstate(under="ignore"):
+        exact = r ** k * (1 - r) / (1 - r ** n)
+    assert np.all(np.isfinite(pi)) and np.all(pi >= 0) and abs(pi.sum() - 1) < 1e-14
+    big = exact > 1e-200
+    assert np.max(np.abs(pi[big] - exact[big]) / exact[big]) < 1e-13
