@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from exactq.errors import ModelError
 
-from .transient import DETECT_EVERY, LIMIT_RULE, STEADY_STATE_MIN_STEPS, as_mask, long_run_values
+from .transient import DETECT_EVERY, LIMIT_RULE, STEADY_STATE_MIN_STEPS, _Stepper, as_mask, long_run_values
 
 __all__ = ["as_stochastic", "step_bounded_until", "step_values", "step_cumulative", "step_until_sets",
            "step_keep_sets"]
@@ -193,6 +193,8 @@ def step_bounded_until(P, left_mask, right_mask, steps) -> tuple[np.ndarray, dic
 
         u, uinfo = until_probability(A - sp.eye_array(n, format="csr"), left, right)
         slack = float(uinfo.get("residual", 0.0)) + 8 * np.finfo(float).eps
+    step = _step_operator(A, go, base, k)
+    x = step.start(x)
     for i in range(k):  # a loop over steps, not states
         if u is not None and i % DETECT_EVERY == 0:
             gap = float(np.max(u - x, initial=0.0)) + slack
@@ -202,8 +204,19 @@ def step_bounded_until(P, left_mask, right_mask, steps) -> tuple[np.ndarray, dic
                            "steady_state_detection": {"steps": i, "gap_to_limit": gap,
                                                       "rule": "x_i increases to the unbounded-until probability; "
                                                               "stopped within eps of it"}}
-        x = base + go * (A @ x)
-    return x, {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
+        x = step(x)  # base + go * (A @ x)
+    return x.copy(), {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
+
+
+def _step_operator(A: sp.csr_array, rows: np.ndarray | None, b: np.ndarray | None, k: int) -> _Stepper:
+    """``x -> diag(rows) A x + b`` as a :class:`~exactq.solvers.transient._Stepper` (SciPy's compiled product
+    into reused buffers): ``A @ x`` and the element-wise updates cost 13 us a step on the 2,694-state
+    bounded retransmission protocol, the product alone 4 us. ``rows`` (0/1 per state) zeroes the rows of
+    the states whose value is fixed; ``None`` keeps every row."""
+    M = A if rows is None else (sp.diags_array(np.asarray(rows, dtype=float)) @ A).tocsr()
+    if rows is not None:
+        M.eliminate_zeros()
+    return _Stepper(M, b, products=k)
 
 
 def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str = "auto") -> tuple[np.ndarray, dict]:
@@ -252,11 +265,11 @@ def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str 
             return out[:n].copy(), {"method": "step iteration", "matvecs": sinfo["steps"],
                                     "error_bound": sinfo["gap_to_limit"], "seconds": time.perf_counter() - t0,
                                     "steady_state_detection": sinfo}
+    step = _step_operator(A, mask, None, k)
+    z = step.start(z)
     for _ in range(k):
-        z = A @ z
-        if mask is not None:
-            z *= mask
-    return z, {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
+        z = step(z)  # mask * (A @ z)
+    return z.copy(), {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
 
 
 def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto") -> tuple[np.ndarray, dict]:
@@ -291,10 +304,11 @@ def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto
             x, sinfo = out
             return x, {"method": "step iteration", "matvecs": sinfo["steps"], "error_bound": sinfo["error_bound"],
                        "seconds": time.perf_counter() - t0, "steady_state_detection": sinfo}
-    x = np.zeros(n)
+    step = _step_operator(A, None, r, k)
+    x = step.start(np.zeros(n))
     for _ in range(k):
-        x = r + A @ x
-    return x, {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
+        x = step(x)  # r + A @ x
+    return x.copy(), {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
 
 
 def _settled_sum(A, r, k: int, eps: float, solver: str):
