@@ -30,14 +30,19 @@ import scipy.sparse as sp
 
 from exactq.errors import ModelError
 
-from .transient import DETECT_EVERY, LIMIT_RULE, STEADY_STATE_MIN_STEPS, _Stepper, as_mask, long_run_values
+from .transient import DETECT_EVERY, LIMIT_RULE, STEADY_STATE_MIN_STEPS, _Stepper, as_mask, long_run_values, validated
 
 __all__ = ["as_stochastic", "step_bounded_until", "step_values", "step_cumulative", "step_until_sets",
            "step_keep_sets"]
 
 
 def as_stochastic(P, *, name: str = "P") -> sp.csr_array:
-    """Validate a transition matrix (square, entries in [0, 1], rows summing to 1) as float CSR."""
+    """Validate a transition matrix (square, entries in [0, 1], rows summing to 1) as float CSR (once per
+    matrix: :func:`~exactq.solvers.transient.validated`)."""
+    return validated(f"stochastic {name}", P, lambda M: _as_stochastic(M, name))
+
+
+def _as_stochastic(P, name: str) -> sp.csr_array:
     try:
         A = sp.csr_array(P, dtype=float)
     except (TypeError, ValueError) as exc:

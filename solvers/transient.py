@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,14 +183,55 @@ def fox_glynn(rate_time: float, eps: float = 1e-12) -> FoxGlynn:
 # helpers shared with exactq.solvers.reachability
 # ---------------------------------------------------------------------------------
 
+#: matrices already validated, by id: (a weak reference to the matrix, the fingerprint of its arrays, the
+#: validated float CSR array); see :func:`validated`
+_VALIDATED: dict = {}
+
+
+def _fingerprint(M) -> tuple | None:
+    """What changes when a sparse matrix is given new arrays (a compressed matrix's buffers and sizes)."""
+    try:
+        return (type(M), M.shape, id(M.data), id(M.indices), id(M.indptr), M.data.size, M.indptr.size)
+    except AttributeError:
+        return None  # dense or another format: validated every time
+
+
+def validated(kind: str, M, check):
+    """``check(M)`` (a validation returning the validated float CSR array), run once per matrix object.
+
+    The checkers of one chain pass its generator (or transition matrix) to every query's
+    algorithm, which validates it again: 0.3 ms a query on 2,694 states, 8 ms of the 40 ms
+    of a bounded retransmission file. A compressed matrix given again, with the same
+    arrays, gets the array its first validation returned. (Writing into a validated
+    matrix's ``data`` in place is not detected: the chain's matrices are not for editing.)
+    """
+    fp = _fingerprint(M)
+    if fp is not None:
+        hit = _VALIDATED.get((kind, id(M)))
+        if hit is not None and hit[0]() is M and hit[1] == fp:
+            return hit[2]
+    A = check(M)
+    if fp is not None:
+        key = (kind, id(M))
+        try:
+            _VALIDATED[key] = (weakref.ref(M, lambda _r, key=key: _VALIDATED.pop(key, None)), fp, A)
+        except TypeError:  # pragma: no cover - not weakly referenceable
+            pass
+    return A
+
+
 def as_generator(Q, *, name: str = "Q") -> sp.csr_array:
     """Validate a CTMC generator and return it as a float CSR array.
 
     Checks (vectorised, ``O(nnz)``): square and non-empty, finite entries,
     off-diagonal entries ``>= 0`` and rows summing to 0 (relative tolerance
     ``1e-9`` of the row's exit rate). Raises :class:`ModelError` naming the first
-    offending state.
+    offending state. A matrix validated before is not checked again (:func:`validated`).
     """
+    return validated(f"generator {name}", Q, lambda M: _as_generator(M, name))
+
+
+def _as_generator(Q, name: str) -> sp.csr_array:
     try:
         A = sp.csr_array(Q, dtype=float)
     except (TypeError, ValueError) as exc:
