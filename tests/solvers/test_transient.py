@@ -306,3 +306,28 @@ def test_a_limit_that_cannot_be_solved_leaves_the_sum_to_run_to_the_end(monkeypa
     assert info["fox_glynn"] is not None and info["matvecs"] == info["fox_glynn"]["right"]  # summed to the end
     np.testing.assert_allclose(out, 2 / 3, rtol=1e-10)
     np.testing.assert_allclose(out, ref, rtol=1e-10)
+
+
+def test_a_generator_is_validated_once_but_new_arrays_are_checked_again():
+    """as_generator's memo (solvers.transient.validated) returns the first validation's array for the same
+    matrix object with the same arrays, and validates again when the matrix is given new arrays or when another
+    object with equal contents comes."""
+    from exactq.solvers.dtmc import as_stochastic
+    from exactq.solvers.transient import as_generator
+
+    Q = sp.csr_array(np.array([[-1.0, 1.0], [2.0, -2.0]]))
+    A = as_generator(Q)
+    assert as_generator(Q) is A
+    bad = Q.copy()
+    bad.data = np.array([-1.0, -1.0, 2.0, -2.0])  # new arrays: an off-diagonal entry < 0
+    with pytest.raises(ModelError, match="off-diagonal"):
+        as_generator(bad)
+    Q.data = bad.data  # the validated object itself, given new arrays
+    with pytest.raises(ModelError, match="off-diagonal"):
+        as_generator(Q)
+    P = sp.csr_array(np.array([[0.5, 0.5], [0.0, 1.0]]))
+    assert as_stochastic(P) is as_stochastic(P)
+    with pytest.raises(ModelError, match="sum to 1"):
+        as_stochastic(sp.csr_array(np.array([[0.5, 0.4], [0.0, 1.0]])))
+    with pytest.raises(ModelError):
+        as_generator(P)  # the stochastic matrix's memo says nothing about it as a generator
