@@ -189,3 +189,31 @@ def test_backward_reachability_matches_a_dense_fixed_point_on_random_graphs():
         left = rng.random(n) < 0.8
         no, yes = _prob01(sp.csr_array(Q), left, sources)
         assert not np.any(no & yes) and np.all(yes[sources]) and not np.any(no[sources])
+
+
+def test_an_ill_conditioned_direct_solve_states_its_bound():
+    """A biased gambler's ruin on 0..N (win with p = 0.501, N = 100,000): the reachability system's condition
+    grows like N^2 and the LU loses ~3e-9 of P(reach N from N/2), the closed form being
+    (1 - (q/p)^(N/2)) / (1 - (q/p)^N). The direct answer now states its certified bound as the error estimate,
+    and the bound holds."""
+    import warnings
+
+    import exactq
+    from exactq.api import check_properties
+
+    n = 100_000
+    text = f"""dtmc
+const int N = {n};
+module walk
+  x : [0..N] init {n // 2};
+  [] x>0 & x<N -> 0.501 : (x'=x+1) + 0.499 : (x'=x-1);
+  [] x=0 | x=N -> true;
+endmodule
+"""
+    r_ratio = 0.499 / 0.501
+    exact = (1 - r_ratio ** (n // 2)) / (1 - r_ratio ** n)  # = 1 - 1.4e-87 (1.0 in double)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r, = check_properties(exactq.load_prism("walk.pm", text=text), "P=? [ F x=N ]")
+    assert r.error_estimate is not None and r.error_estimate < 1e-6
+    assert abs(r.value - exact) <= r.error_estimate
