@@ -8,7 +8,10 @@ descriptions (none is a copy of the PRISM benchmark suite's files):
 - ``bench/prism_dtmc_models.py`` (when present): the DTMCs Herman's ring, synchronous
   leader election, crowds;
 - ``bench/prism_models_extra.py``: the MAPK cascade (CTMC), bounded retransmission,
-  NAND multiplexing and Knuth-Yao dice (DTMCs),
+  NAND multiplexing and Knuth-Yao dice (DTMCs);
+- ``bench/prism_heldout.py``: held-out case studies that exactq was never tuned on, the
+  CTMCs central server (Buzen), peer-to-peer file distribution and a multi-rate Erlang loss
+  system, the DTMCs gambler's ruin and zeroconf (results in bench/results_prism_heldout.md),
 
 at growing sizes (the "full" sizes of each file are those at which Storm's default engine
 takes about 0.1-100 s). Each configuration runs in a fresh subprocess (so that its peak
@@ -69,7 +72,7 @@ from installed import precompile, worker_env  # noqa: E402
 MARK = "BENCH_RESULT "
 AGREE_RTOL = 1e-9
 VARIANTS = ("exactq", "exactq_cli", "storm_best", "storm_default")
-SOURCES = ("prism_models", "prism_dtmc_models", "prism_models_extra")
+SOURCES = ("prism_models", "prism_dtmc_models", "prism_models_extra", "prism_heldout")
 
 
 def _load_cases() -> dict:
