@@ -60,6 +60,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -274,10 +275,17 @@ def worker_storm(path: str, consts: str, props: list, variant: str) -> None:
 def run_worker(args: list, timeout: float) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(args)]
     t0 = time.perf_counter()
+    # its own session, so that a timeout also ends what the worker started (the exactq_cli worker's
+    # `exactq check` outlived its worker and kept a core busy through the next cases before 2026-12-02)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=worker_env(),
+                            start_new_session=True)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=worker_env())
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return {"error": f"timed out after {timeout:g} s", "wall_seconds": time.perf_counter() - t0}
+    proc = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     for line in proc.stdout.splitlines():
         if line.startswith(MARK):
             out = json.loads(line[len(MARK):])

@@ -289,7 +289,8 @@ rewards "fortune" true : x; endrewards
 def gambler_closed_forms(n: int, bias: int) -> dict:
     """Ruin probabilities and the expected duration from x0 = floor(N/2): with r = q/p,
     P(riches) = (1 - r^x0) / (1 - r^N) (x0/N when fair), the duration x0 (N - x0) when fair and
-    x0/(q-p) - N/(q-p) P(riches) otherwise; P(x > x0 - g until riches) is the ruin problem on
+    x0/(q-p) - N/(q-p) P(riches) otherwise; ruin (r^x0 - r^N) / (1 - r^N) on its own (1 - P(riches) would
+    lose it to rounding when it is tiny); P(x > x0 - g until riches) is the ruin problem on
     (x0 - g, N) started g above its floor. Returns property -> value."""
     p = 0.5 + bias / 1000
     q = 1 - p
@@ -301,10 +302,16 @@ def gambler_closed_forms(n: int, bias: int) -> dict:
         r = q / p
         return -math.expm1(x * math.log(r)) / -math.expm1(top * math.log(r))
 
+    def lose(x, top):                  # P(reach 0 before top from x) = (r^x - r^top) / (1 - r^top), not 1 - win
+        if bias == 0:
+            return (top - x) / top
+        lr = math.log(q / p)
+        return math.exp(x * lr) * -math.expm1((top - x) * lr) / -math.expm1(top * lr)
+
     w = win(x0, n)
     dur = x0 * (n - x0) if bias == 0 else x0 / (q - p) - n / (q - p) * w
     g = GAMBLER_GAIN
-    return {'P=? [ F "rich" ]': w, 'P=? [ F "ruined" ]': 1 - w, 'R{"bets"}=? [ F "rich" | "ruined" ]': dur,
+    return {'P=? [ F "rich" ]': w, 'P=? [ F "ruined" ]': lose(x0, n), 'R{"bets"}=? [ F "rich" | "ruined" ]': dur,
             'S=? [ "rich" ]': w, 'P=? [ x>X0-GAIN U "rich" ]': win(g, n - x0 + g) if x0 - g > 0 else w}
 
 
