@@ -401,6 +401,9 @@ IMPROBABLE = 1e-6
 #: an iterative method chosen by predicted cost that does not converge is retried from at most this many new
 #: reference states before the fallbacks (the LU)
 ITERATIVE_REFERENCES = 1
+#: Gauss-Seidel sweeps of the estimate that picks the reference state after such a run (see
+#: :meth:`_Runner.deep_reference`); a heavily loaded Erlang loss network (39,711 states) needed 30-50
+MASS_DEEP_SWEEPS = 64
 
 
 def check_stationary(Q: sp.csr_matrix, x, *, tol: float) -> tuple[np.ndarray | None, str | None, float]:
@@ -467,7 +470,7 @@ def check_stationary(Q: sp.csr_matrix, x, *, tol: float) -> tuple[np.ndarray | N
     return pi, None, rel
 
 
-def _mass_estimate(Q: sp.csr_matrix, sweeps: int = 3) -> np.ndarray:
+def _mass_estimate(Q: sp.csr_matrix, sweeps: int = 3, x0: np.ndarray | None = None) -> np.ndarray:
     """Where the stationary mass lies, roughly: symmetric Gauss-Seidel sweeps on ``pi Q = 0``.
 
     With ``Q^T = -D + L + U`` (``D`` the exit rates, ``L``/``U`` the strictly lower/upper
@@ -486,7 +489,7 @@ def _mass_estimate(Q: sp.csr_matrix, sweeps: int = 3) -> np.ndarray:
     upper = sp.triu(QT, k=1, format="csr")
     A_fwd = (D - lower).tocsr()
     A_bwd = (D - upper).tocsr()
-    x = np.full(Q.shape[0], 1.0 / Q.shape[0])
+    x = np.full(Q.shape[0], 1.0 / Q.shape[0]) if x0 is None else np.array(x0, dtype=float)
     if np.all(d > 0):
         # SuperLU's triangular solves on the triangles themselves (no factorisation, no fill, no pivoting), as
         # the Gauss-Seidel preconditioners of :mod:`exactq.solvers.linear`: 0.5 ms a solve on 32,640 states
@@ -615,6 +618,18 @@ class _Runner:
         j = int(np.argmax(v))
         return (j, "the largest entry of a Gauss-Seidel estimate") if np.isfinite(v[j]) else (None, "")
 
+    def deep_reference(self, tried: set) -> tuple[int | None, str]:
+        """After an iterative run that did not converge: the largest entry of the mass estimate taken
+        :data:`MASS_DEEP_SWEEPS` sweeps further (the failed iterate tells little; the three-sweep estimate can
+        point far from the mass, as on a heavily loaded loss network where the mass settles after 30-50
+        sweeps). The sweeps cost a few of the failed run's iterations."""
+        self._estimate = _mass_estimate(self.Q, sweeps=MASS_DEEP_SWEEPS, x0=self._estimate)
+        v = self._estimate.copy()
+        v[sorted(tried)] = -np.inf
+        j = int(np.argmax(v))
+        return (j, f"the largest entry of a {MASS_DEEP_SWEEPS}-sweep Gauss-Seidel estimate") if np.isfinite(v[j]) \
+            else (None, "")
+
     def _referenced(self, method: str, ref: int):
         """Run a referenced method, changing the reference state while the answer is bad."""
         tried: set = set()
@@ -647,7 +662,8 @@ class _Runner:
                         break
             if k == MAX_REFERENCES:
                 break
-            new, how = self.likely_reference(x, tried)
+            new, how = self.likely_reference(x, tried) if not (method in ITERATIVE and (unconverged or pi is None)) \
+                else self.deep_reference(tried)
             if new is None:
                 break
             self.recovery.append({"from": self._label(method, ref), "to": self._label(method, new),
