@@ -7,13 +7,8 @@ Every property of every model against Storm when stormpy is installed.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,35 +16,17 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import exactq
-from exactq.api import check_properties
 from exactq.errors import ExactqError
+from prism_bench_support import bench_module, case_values, load_case, storm_values
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "prism_models_extra.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("prism_models_extra", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-X = _module()
+X = bench_module("prism_models_extra")
 
 
 def load(name, *args):
-    text, consts, props = X.CASES[name][0](*args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = exactq.load_prism(f"{name}.pm", consts, text=text)
-        m.built
-    return m, props
+    return load_case(X.CASES, name, *args)
 
 
-def values(m, props):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {r.measure: r.value for r in check_properties(m, "\n".join(props))}
+values = case_values
 
 
 def test_every_generator_gives_constants_and_properties():
@@ -218,48 +195,16 @@ STORM_SIZES = [("mapk_cascade", (2,)), ("brp", (16, 2)), ("nand", (10, 2)), ("ce
                ("dice", (1,)), ("two_dice", (0,))]
 
 
-STORM_SCRIPT = r"""
-import json, sys
-import stormpy
-from stormpy import developer
-developer.set_from_exploded_string(["--eqsolver", "eigen", "--eigen:method", "sparselu", "--precision", "1e-12"])
-env = developer.EnvironmentBuilder.build_environment()
-out = []
-for path, consts, props in json.load(sys.stdin):
-    prog = stormpy.parse_prism_program(path, prism_compatibility=True)
-    if consts:
-        prog, _ = stormpy.instantiate_constants(prog, consts)
-    parsed = stormpy.parse_properties(";".join(props), prog)
-    model = stormpy.build_model(prog, parsed)
-    init = model.initial_states[0]
-    out.append([stormpy.model_checking(model, q, only_initial_states=True, environment=env).get_value(init)
-                for q in parsed])
-print(json.dumps(out))
-"""
-
-
 @pytest.fixture(scope="module")
 def storm(tmp_path_factory):
-    """Storm's values of every property of STORM_SIZES, from one child process: Storm's direct solver (Eigen's
-    SparseLU) and a 1e-12 precision (its defaults, an iterative solver at a relative 1e-6, would not do for a
-    1e-9 comparison) are process-wide settings that can be set once, and tests/core/test_prism_storm.py sets
-    them in this process."""
+    """Storm's values of every property of STORM_SIZES (prism_bench_support.storm_values; the state count first)."""
     pytest.importorskip("stormpy")
-    jobs = []
-    for name, args in STORM_SIZES:
-        text, consts, props = X.CASES[name][0](*args)
-        path = tmp_path_factory.mktemp("storm") / f"{name}.prism"
-        path.write_text(text)
-        jobs.append([str(path), ",".join(f"{k}={v}" for k, v in consts.items()), props])
-    proc = subprocess.run([sys.executable, "-c", STORM_SCRIPT], input=json.dumps(jobs), capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return dict(zip(STORM_SIZES, json.loads(proc.stdout.strip().splitlines()[-1])))
+    return storm_values(X.CASES, STORM_SIZES, tmp_path_factory.mktemp("storm"))
 
 
 @pytest.mark.parametrize("name, args", STORM_SIZES)
 def test_every_property_against_storm(name, args, storm):
     m, props = load(name, *args)
     got = values(m, props)
-    for prop, want in zip(props, storm[(name, args)]):
+    for prop, want in zip(props, storm[(name, args)][1:]):
         assert got[prop] == pytest.approx(want, rel=1e-9, abs=1e-12), prop

@@ -9,49 +9,26 @@ network: the Kaufman-Roberts recursion and the chain enumerated directly.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-import exactq
 from exactq.api import check_properties
+from prism_bench_support import bench_module, case_values, load_case, storm_values
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "prism_heldout.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("prism_heldout", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-H = _module()
+H = bench_module("prism_heldout")
 RTOL = 1e-9
 
 
 def load(name, *args):
-    text, consts, props = H.CASES[name][0](*args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = exactq.load_prism(f"{name}.{'pm' if text.startswith('dtmc') else 'sm'}", consts, text=text)
-        m.built
-    return m, props
+    return load_case(H.CASES, name, *args)
 
 
-def values(m, props):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {r.measure: r.value for r in check_properties(m, "\n".join(props))}
+values = case_values
 
 
 def check_invariants(got):
@@ -246,41 +223,11 @@ def test_gambler_biased_at_one_hundred_thousand():
 # ----------------------------------------------------------------------------- against Storm
 STORM_SIZES = [(name, size) for name, (_, quick, _, _) in H.CASES.items() for size in quick]
 
-STORM_SCRIPT = r"""
-import json, sys
-import stormpy
-from stormpy import developer
-developer.set_from_exploded_string(["--eqsolver", "eigen", "--eigen:method", "sparselu", "--precision", "1e-12"])
-env = developer.EnvironmentBuilder.build_environment()
-out = []
-for path, consts, props in json.load(sys.stdin):
-    prog = stormpy.parse_prism_program(path, prism_compatibility=True)
-    if consts:
-        prog, _ = stormpy.instantiate_constants(prog, consts)
-    parsed = stormpy.parse_properties(";".join(props), prog)
-    model = stormpy.build_model(prog, parsed)
-    init = model.initial_states[0]
-    out.append([model.nr_states] + [stormpy.model_checking(model, q, only_initial_states=True,
-                                                           environment=env).get_value(init) for q in parsed])
-print(json.dumps(out))
-"""
-
-
 @pytest.fixture(scope="module")
 def storm(tmp_path_factory):
-    """Storm's state counts and values at every quick size, from one child process with Storm's direct solver
-    (Eigen's SparseLU) and precision 1e-12 (process-wide settings, kept out of this process)."""
+    """Storm's state counts and values at every quick size (prism_bench_support.storm_values)."""
     pytest.importorskip("stormpy")
-    jobs = []
-    for name, args in STORM_SIZES:
-        text, consts, props = H.CASES[name][0](*args)
-        path = tmp_path_factory.mktemp("storm") / f"{name}.prism"
-        path.write_text(text)
-        jobs.append([str(path), ",".join(f"{k}={v}" for k, v in consts.items()), props])
-    proc = subprocess.run([sys.executable, "-c", STORM_SCRIPT], input=json.dumps(jobs), capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return dict(zip(STORM_SIZES, json.loads(proc.stdout.strip().splitlines()[-1])))
+    return storm_values(H.CASES, STORM_SIZES, tmp_path_factory.mktemp("storm"))
 
 
 @pytest.mark.parametrize("name, args", STORM_SIZES)
