@@ -26,12 +26,15 @@ from .errors import (  # noqa: F401
     TruncationError,
     UnstableError,
 )
+from .budget import tune_allocator as _tune_allocator
 from .result import Result  # noqa: F401
 from .api import solve, check, model  # noqa: F401
 from .sweep import sweep  # noqa: F401
 from .catalogue import describe_models, model_names  # noqa: F401
 
 __version__ = "0.1.0"
+
+_tune_allocator()  # glibc keeps freed arrays for reuse (exactq.budget.MALLOC_SETTINGS; EXACTQ_MALLOC_TUNING=0: off)
 
 
 def load_prism(path, constants=None, **options):

@@ -19,7 +19,7 @@ import re
 from .errors import ExactqError
 
 __all__ = ["BudgetError", "available_memory", "memory_budget", "require_memory", "require_states", "format_bytes",
-           "parse_bytes", "as_size", "BUDGET_FRACTION", "CHAIN_BYTES_PER_STATE"]
+           "parse_bytes", "as_size", "tune_allocator", "BUDGET_FRACTION", "CHAIN_BYTES_PER_STATE", "MALLOC_SETTINGS"]
 
 #: share of the available memory one computation may plan to use
 BUDGET_FRACTION = 0.8
@@ -206,3 +206,47 @@ def require_states(n_states: float, what: str, *, bytes_per_state: float = CHAIN
     """
     n = as_size(n_states)
     require_memory(n * bytes_per_state, f"{what}: {n:.3g} states", hint=hint)
+
+
+#: glibc ``mallopt`` settings :func:`tune_allocator` applies (parameter number, value in bytes): arrays below
+#: 32 MiB come from the heap instead of a fresh ``mmap`` each, and up to 256 MiB of freed heap stays in the
+#: process (glibc's defaults: a threshold that starts at 128 KiB and a 128 KiB trim). A solve creates and
+#: drops many temporaries of a few MB (a vector per Krylov step, a sparse matrix per restriction); with
+#: the defaults each is fresh memory, faulted in page by page (0.3-9 us a page in a VM, most where the
+#: host reclaims freed guest memory). Measured in process, build and every property, median of 5 runs
+#: each (2-core VM): herman 13 0.41 -> 0.28 s, nand 20x2 0.214 -> 0.178 s, FMS 4 0.120 -> 0.109 s,
+#: BRP 64x5 0.032 -> 0.031 s.
+MALLOC_SETTINGS = {"M_MMAP_THRESHOLD": (-3, 32 << 20), "M_TRIM_THRESHOLD": (-1, 256 << 20),
+                   "M_TOP_PAD": (-2, 16 << 20)}
+
+_TUNED: list = []
+
+
+def tune_allocator() -> bool:
+    """Apply :data:`MALLOC_SETTINGS` once per process (``import exactq`` calls it); True when applied.
+
+    Only with glibc (elsewhere nothing changes), and not when the environment variable
+    ``EXACTQ_MALLOC_TUNING`` is ``0`` (then glibc's defaults stay, and freed memory goes back
+    to the system sooner). The cost of the settings: a process may hold up to 256 MiB of
+    freed memory for reuse after a large solve; its peak is unchanged.
+
+    Examples
+    --------
+    >>> tune_allocator() in (True, False)
+    True
+    """
+    if _TUNED:
+        return _TUNED[0]
+    ok = False
+    if os.environ.get("EXACTQ_MALLOC_TUNING", "1").strip() not in ("0", "off", "no", "false"):
+        try:
+            import ctypes
+
+            if os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
+                mallopt = ctypes.CDLL(None).mallopt
+                mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+                ok = all(mallopt(param, value) == 1 for param, value in MALLOC_SETTINGS.values())
+        except (OSError, AttributeError, ImportError, ValueError):  # pragma: no cover - no glibc, no ctypes
+            ok = False
+    _TUNED.append(ok)
+    return ok
