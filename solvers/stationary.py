@@ -227,9 +227,10 @@ def stationary(
         if method == "bicgstab":
             # the largest exit rate (or the initial state, solve_stationary's reference) is often an improbable
             # state (FMS n = 4: 7e-10 of the largest entry; n = 5, its initial state: 7.5e-7), and an iterative
-            # answer with an improbable reference is redone; three Gauss-Seidel sweeps point at a likely one
-            # (FMS n = 4: 0.44 of the largest, in 38 ms), unless the given one is the estimate's largest entry
-            est = run._estimate = _mass_estimate(Qr)
+            # answer with an improbable reference is redone; Gauss-Seidel sweeps point at a likely one (FMS n = 4:
+            # 0.44 of the largest after three, in 38 ms; :meth:`_MassSweeps.settled` goes on while the largest
+            # entry moves), unless the given one is the estimate's largest entry
+            est = run._estimate = _MassSweeps(Qr).settled()
             guess = int(np.argmax(est))
             if np.isfinite(est[guess]) and est[guess] > 0 and not est[ref] >= LIKELY_GUESS * est[guess]:
                 ref = guess
@@ -482,36 +483,69 @@ def _mass_estimate(Q: sp.csr_matrix, sweeps: int = 3, x0: np.ndarray | None = No
     underflows is discarded. Only the position of the largest entry is used (as a
     reference state), so a few sweeps suffice.
     """
-    QT = Q.T.tocsr()
-    d = -QT.diagonal()
-    D = sp.diags(d, format="csr")
-    lower = sp.tril(QT, k=-1, format="csr")
-    upper = sp.triu(QT, k=1, format="csr")
-    A_fwd = (D - lower).tocsr()
-    A_bwd = (D - upper).tocsr()
-    x = np.full(Q.shape[0], 1.0 / Q.shape[0]) if x0 is None else np.array(x0, dtype=float)
-    if np.all(d > 0):
-        # SuperLU's triangular solves on the triangles themselves (no factorisation, no fill, no pivoting), as
-        # the Gauss-Seidel preconditioners of :mod:`exactq.solvers.linear`: 0.5 ms a solve on 32,640 states
-        # against 3 ms for spsolve_triangular, whose six solves were most of this estimate's cost
-        from .linear import Triangle
+    return _MassSweeps(Q).run(x0, sweeps)
 
-        solves = [Triangle(A_fwd, lower=True).solve, Triangle(A_bwd, lower=False).solve]
-    else:
-        solves = [lambda r: spla.spsolve_triangular(A_fwd, r, lower=True),
-                  lambda r: spla.spsolve_triangular(A_bwd, r, lower=False)]
-    for _ in range(sweeps):
-        for solve, rhs_part in zip(solves, (upper, lower)):
-            rhs = rhs_part @ x
-            if not rhs.any():
-                rhs = x
-            with np.errstate(all="ignore"):
-                y = solve(rhs)
-            top = float(np.max(y, initial=0.0))
-            if not (np.all(np.isfinite(y)) and top > 0.0):
+
+class _MassSweeps:
+    """The sweeps of :func:`_mass_estimate` on one generator (its triangles prepared once)."""
+
+    def __init__(self, Q: sp.csr_matrix):
+        QT = Q.T.tocsr()
+        d = -QT.diagonal()
+        D = sp.diags(d, format="csr")
+        self.lower = sp.tril(QT, k=-1, format="csr")
+        self.upper = sp.triu(QT, k=1, format="csr")
+        A_fwd = (D - self.lower).tocsr()
+        A_bwd = (D - self.upper).tocsr()
+        self.n = Q.shape[0]
+        if np.all(d > 0):
+            # SuperLU's triangular solves on the triangles themselves (no factorisation, no fill, no pivoting),
+            # as the Gauss-Seidel preconditioners of :mod:`exactq.solvers.linear`: 0.5 ms a solve on 32,640
+            # states against 3 ms for spsolve_triangular, whose six solves were most of this estimate's cost
+            from .linear import Triangle
+
+            self.solves = [Triangle(A_fwd, lower=True).solve, Triangle(A_bwd, lower=False).solve]
+        else:
+            self.solves = [lambda r: spla.spsolve_triangular(A_fwd, r, lower=True),
+                           lambda r: spla.spsolve_triangular(A_bwd, r, lower=False)]
+
+    def run(self, x0: np.ndarray | None, sweeps: int) -> np.ndarray:
+        x = np.full(self.n, 1.0 / self.n) if x0 is None else np.array(x0, dtype=float)
+        for _ in range(sweeps):
+            for solve, rhs_part in zip(self.solves, (self.upper, self.lower)):
+                rhs = rhs_part @ x
+                if not rhs.any():
+                    rhs = x
+                with np.errstate(all="ignore"):
+                    y = solve(rhs)
+                top = float(np.max(y, initial=0.0))
+                if not (np.all(np.isfinite(y)) and top > 0.0):
+                    return x
+                x = y / top
+        return x
+
+    def settled(self, sweeps: int = 3, most: int | None = None) -> np.ndarray:
+        """Sweeps until the estimate's largest entry stays where it was when the sweeps so far are doubled
+        (3, 6, 12, ... up to ``most``, default :data:`MASS_DEEP_SWEEPS`; within 0.1% counts as staying).
+
+        Three sweeps suffice on most chains (FMS, polling, cluster, tandem: the same state after 6, 12 and
+        64), and cost three more to confirm; on a heavily loaded Erlang loss network the mass moves through
+        the lattice as a wave, a few states a sweep, and the three-sweep state had probability 6e-43 of the
+        largest (176,851 states), so that BiCGSTAB with it as reference state stagnated for 220 iterations.
+        """
+        most = MASS_DEEP_SWEEPS if most is None else most
+        x = self.run(None, sweeps)
+        done = sweeps
+        while done < most:
+            j = int(np.argmax(x))
+            k = min(done, most - done)
+            y = self.run(x, k)
+            if y is x:
                 return x
-            x = y / top
-    return x
+            x, done = y, done + k
+            if x[j] >= 0.999 * float(x.max()):
+                break
+        return x
 
 
 class _Runner:
@@ -650,8 +684,10 @@ class _Runner:
                 problem = f"improbable reference state (probability {pi[ref] / top:.1e} of the largest)"
                 x0 = pi
             elif pi is not None:
+                if method == "bicgstab":
+                    info["_ref"] = int(ref)  # for its certificate, if this answer is kept (_certify_kept)
                 if method in ITERATIVE and not self.auto:
-                    return pi, nit, info, problem  # non-convergence: the method warned (or raised) itself
+                    return pi, nit, self._kept(method, pi, info), problem  # the method warned (or raised) itself
                 if inaccurate is None or rel < inaccurate[3]:
                     inaccurate = (pi, nit, info, rel, problem)
                 if method in ITERATIVE:
@@ -679,8 +715,16 @@ class _Runner:
                     pi, info = pi2, info2
             return pi, nit, info, None
         if inaccurate is not None:
-            return inaccurate[0], inaccurate[1], inaccurate[2], inaccurate[4]
+            return inaccurate[0], inaccurate[1], self._kept(method, inaccurate[0], inaccurate[2]), inaccurate[4]
         return None, None, {}, problem
+
+    def _kept(self, method: str, pi, info: dict) -> dict:
+        """``info`` of an unconverged answer that is returned: with its certificate when BiCGSTAB skipped it."""
+        ref = info.pop("_ref", None)
+        if method != "bicgstab" or ref is None:
+            return info
+        with np.errstate(all="ignore"):
+            return _certify_kept(self.Q, ref, pi, info)
 
     def run(self, method: str, ref: int | None):
         if method in REFERENCED:
@@ -917,12 +961,44 @@ def _bicgstab(Q, ref, rtol, maxiter, *, x0=None, certify="probable"):
     improbable = np.all(np.isfinite(x)) and float(np.max(x, initial=0.0)) * IMPROBABLE > 1.0  # pi_ref = 1 here
     if certify == "probable" and improbable:
         info["solver"]["certificate"] = "skipped: improbable reference state (the answer is redone)"
+    elif certify == "probable" and it["status"] != 0:
+        # an answer above its tolerance is redone from another reference (or by the LU), and its certificate, a
+        # solve of the transposed system, fails the same way: a loss network of 176,851 states spent 3.0 s in
+        # 300 such iterations after the 2.2 s of the failed run. The caller certifies it if it is kept
+        # (:func:`_certificate`).
+        info["solver"]["certificate"] = "skipped: not converged (the answer is redone)"
     elif np.all(np.isfinite(x)):
-        m, mit = solve_iterative(A, np.ones(n - 1), rtol=1e-4, trans=True, prec=prec, maxiter=max(200, n // 50))
-        info["solver"]["certificate_iterations"] = mit["iterations"]
-        with np.errstate(all="ignore"):
-            info["error_bound_l1"] = _l1_bound(B, x, b, np.maximum(m, 0.0))
+        info.update(_certificate(A, B, b, x, prec, info["solver"]))
     return _assemble(x, perm, ref, n), it["iterations"], info
+
+
+def _certificate(A, B, b, x, prec, solver_info: dict) -> dict:
+    """``{"error_bound_l1": ...}`` of :func:`_l1_bound` for the reduced system's answer ``x``, from a loose
+    solve of the transposed system (its iterations go into ``solver_info``)."""
+    from .linear import solve_iterative
+
+    n1 = A.shape[0]
+    m, mit = solve_iterative(A, np.ones(n1), rtol=1e-4, trans=True, prec=prec, maxiter=max(200, (n1 + 1) // 50))
+    solver_info["certificate_iterations"] = mit["iterations"]
+    with np.errstate(all="ignore"):
+        return {"error_bound_l1": _l1_bound(B, x, b, np.maximum(m, 0.0))}
+
+
+def _certify_kept(Q, ref: int, pi: np.ndarray, info: dict) -> dict:
+    """The certificate of a BiCGSTAB answer ``pi`` (reference ``ref``) that skipped it and is kept after all:
+    ``info`` with ``error_bound_l1`` (no iterations of the answer itself)."""
+    from .linear import PRECONDITIONER
+
+    if "error_bound_l1" in info or not (np.all(np.isfinite(pi)) and pi[ref] > 0):
+        return info
+    B, b, perm = _reduced_system(Q, ref, None)
+    A = (-B).tocsr()
+    solver_info = dict(info.get("solver", {}))
+    solver_info.pop("certificate", None)
+    out = dict(info)
+    out.update(_certificate(A, B, b, pi[perm] / pi[ref], PRECONDITIONER(A), solver_info))
+    out["solver"] = solver_info
+    return out
 
 
 def _gmres(Q, ref, rtol, maxiter, strict):

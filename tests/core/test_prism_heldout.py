@@ -185,6 +185,47 @@ def test_loss_network_against_kaufman_roberts_and_the_enumerated_chain(c):
     assert got['R{"admitted"}=? [ C<=0.5 ]'] == pytest.approx(accumulated(Q, admit_rate, 0.5), rel=1e-8)
 
 
+def test_loss_network_reference_state_comes_from_settled_sweeps_and_matches_kaufman_roberts():
+    """Three Gauss-Seidel sweeps leave the mass of a loaded loss network far from where it settles (the
+    state they point at is improbable); the sweeps go on until the largest entry stays put, and the
+    iterative answer from that reference needs no redo and agrees with the recursion."""
+    from exactq.solvers.stationary import _MassSweeps, stationary
+
+    c = 60
+    model, props = load("loss_network", c)
+    Q = sp.csr_matrix(model.built.chain.Q)
+    st = stationary(Q, method="bicgstab")
+    pi = st.pi
+    assert np.all(pi >= -1e-15) and pi.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.abs(Q.T @ pi).max() <= 1e-12 * float(-Q.diagonal().min())
+    assert "recovery" not in st.info  # the first reference was a likely one
+    assert np.abs(pi - stationary(Q, method="direct").pi).sum() <= st.info["error_bound_l1"] <= 1e-9
+    sweeps = _MassSweeps(Q)
+    top = pi.max()
+    assert pi[np.argmax(sweeps.run(None, 3))] < 1e-3 * top
+    assert pi[np.argmax(sweeps.settled())] >= 0.5 * top
+    got = values(model, ['S=? [ "block3" ]', 'R{"occupancy"}=? [ S ]'])
+    want = H.kaufman_roberts(c)
+    for prop in got:
+        assert got[prop] == pytest.approx(want[prop], rel=RTOL), prop
+
+
+def test_an_unconverged_bicgstab_answer_keeps_its_certificate():
+    """BiCGSTAB stopped short (maxiter) skips the certificate of the run and states it for the answer
+    kept: a bound at least the true error."""
+    from exactq.errors import ConvergenceWarning
+    from exactq.solvers.stationary import stationary
+
+    model, _ = load("loss_network", 40)
+    Q = sp.csr_matrix(model.built.chain.Q)
+    exact = stationary(Q, method="direct").pi
+    with pytest.warns(ConvergenceWarning):
+        st = stationary(Q, method="bicgstab", maxiter=3)
+    bound = st.info["error_bound_l1"]
+    assert "certificate" not in st.info["solver"] and st.info["solver"]["certificate_iterations"] > 0
+    assert np.abs(st.pi - exact).sum() <= bound
+
+
 # ----------------------------------------------------------------------------- zeroconf
 @pytest.mark.parametrize("probes, hosts", [(2, 20), (4, 1000), (8, 20000)])
 def test_zeroconf_against_closed_forms(probes, hosts):

@@ -263,7 +263,7 @@ def test_bicgstab_redoes_an_improbable_reference_from_its_answer_with_a_certific
     exact = 0.3 ** np.arange(n)
     exact /= exact.sum()
     # a flat mass estimate keeps the given reference, the last state (probability 1.4e-8 of the first)
-    monkeypatch.setattr(stmod, "_mass_estimate", lambda Q, sweeps=3: np.ones(Q.shape[0]))
+    monkeypatch.setattr(stmod._MassSweeps, "settled", lambda self, *a, **k: np.ones(self.n))
     st = stationary(Q, method="bicgstab", reference=n - 1)
     assert len(st.info["recovery"]) == 1 and "improbable" in st.info["recovery"][0]["why"]
     assert st.info["solver"]["iterations"] <= 5  # started from the first answer
