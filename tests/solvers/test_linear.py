@@ -488,3 +488,21 @@ def test_bicgstab_that_converges_only_by_its_recurrence_is_not_believed(n):
     assert abs(r.value - exact) <= 1e-9 * exact
     assert r.error_estimate is None or r.error_estimate <= 1e-6 * exact
 
+
+
+def test_krylov_loops_of_long_vectors_run_blas_on_one_thread_and_restore_it():
+    """_blas_single_thread finds the BLAS libraries by name (not threadpoolctl's scan of every library) and
+    sets them to one thread inside the block only; short vectors set nothing."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from exactq.solvers.linear import BLAS_THREADED_LENGTH, _blas_single_thread
+
+    before = {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+    with _blas_single_thread(BLAS_THREADED_LENGTH + 1):
+        inside = {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info()
+                  if i["user_api"] == "blas"}
+    after = {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+    assert set(inside) == set(before) and all(v == 1 for v in inside.values())
+    assert after == before
+    with _blas_single_thread(BLAS_THREADED_LENGTH):
+        assert {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"} == before
