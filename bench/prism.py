@@ -68,7 +68,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from installed import precompile, worker_env  # noqa: E402
+from installed import precompile, stale_index, worker_env  # noqa: E402
 
 MARK = "BENCH_RESULT "
 AGREE_RTOL = 1e-9
@@ -392,6 +392,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=290.0, help="seconds per worker")
     ap.add_argument("--out")
     ap.add_argument("--show")
+    ap.add_argument("--stale-index", action="store_true",
+                    help="measure even when the catalogue index does not match the sources (refused otherwise)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -414,7 +416,12 @@ def main(argv=None) -> int:
         return 0
     cases = args.cases.split(",") if args.cases else list(CASES)
     variants = args.variants.split(",")
+    stale = stale_index()
+    if stale and any(v.startswith("exactq") for v in variants) and not args.stale_index:
+        print(f"bench/prism.py: {stale} (or pass --stale-index to measure it so)", file=sys.stderr)
+        return 2
     doc = {"benchmark": "bench/prism.py", "date": _dt.datetime.now().isoformat(timespec="seconds"),
+           "catalogue_index": stale or "fresh",
            "machine": {"platform": platform.platform(), "python": platform.python_version(),
                        "cpus": os.cpu_count(), "loadavg_1min_at_start": os.getloadavg()[0]},
            "command": " ".join([os.path.basename(sys.executable), "bench/prism.py"] + (argv or sys.argv[1:])),

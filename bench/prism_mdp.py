@@ -56,7 +56,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from installed import precompile, worker_env  # noqa: E402
+from installed import precompile, stale_index, worker_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ROOT / "tests" / "prism"
@@ -188,6 +188,10 @@ def main(argv=None) -> int:
         return 0
     names = a.cases.split(",") if a.cases else (QUICK if a.quick else list(CASES))
     engines = ["exactq", "storm_sound", "storm_sound9", "storm_default"]
+    stale = stale_index()
+    if stale:
+        print(f"bench/prism_mdp.py: {stale}", file=sys.stderr)
+        return 2
     bytecode = precompile()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
