@@ -44,7 +44,8 @@ DIRECT_ESTIMATE_MIN = 1e-12
 
 
 class _Predecessors:
-    """The transition graph of a generator reversed: for each state, the states with a positive rate into it.
+    """The transition graph of a generator reversed: for each state, the states with a positive rate into it
+    (itself too, for a stochastic matrix's self-loop: no reachability changes by it).
 
     Built once (one CSR -> CSC conversion and a mask, no COO round trip) and restricted to
     a set of movable states by a mask over its entries, so that the two searches of
@@ -54,11 +55,14 @@ class _Predecessors:
 
     def __init__(self, Q):
         C = sp.csc_array(Q)
-        self.n = n = C.shape[0]
-        col = np.repeat(np.arange(n, dtype=C.indices.dtype), np.diff(C.indptr))
-        keep = (C.indices != col) & (C.data > 0)
-        self.indices = C.indices[keep]
-        self.indptr = np.concatenate([[0], np.cumsum(keep)])[C.indptr]
+        self.n = C.shape[0]
+        # the positive entries: a generator's diagonal is negative; a stochastic matrix's self-loops stay (a
+        # self-loop changes no reachability), and when every entry is positive the arrays are C's own
+        keep = C.data > 0
+        if keep.all():
+            self.indices, self.indptr = C.indices, C.indptr
+        else:
+            self.indices, self.indptr = C.indices[keep], _kept_indptr(keep, C.indptr)
 
     def restrict(self, movable: np.ndarray) -> "_Predecessors":
         """Only the edges leaving ``movable`` states (the predecessor must be movable)."""
@@ -66,7 +70,7 @@ class _Predecessors:
         out = object.__new__(_Predecessors)
         out.n = self.n
         out.indices = self.indices[keep]
-        out.indptr = np.concatenate([[0], np.cumsum(keep)])[self.indptr]
+        out.indptr = _kept_indptr(keep, self.indptr)
         return out
 
     def reach(self, sources: np.ndarray) -> np.ndarray:
@@ -83,6 +87,21 @@ class _Predecessors:
         reach = np.zeros(n + 1, dtype=bool)
         reach[order] = True
         return reach[:n]
+
+
+def _kept_indptr(keep: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+    """The index pointer of a compressed matrix after dropping the entries where ``keep`` is False: the kept
+    entries of each column summed in place (``np.add.reduceat``), not a cumulative sum over all the entries
+    (an int64 copy of them: 0.28 s of fresh memory at 14M entries, a Herman ring of 32,768 states; 12 ms)."""
+    n = len(indptr) - 1
+    counts = np.zeros(n, dtype=np.int64)
+    nonempty = np.flatnonzero(np.diff(indptr) > 0)
+    if nonempty.size:
+        # a column's segment ends where the next non-empty column starts (the empty ones between are empty)
+        counts[nonempty] = np.add.reduceat(keep, indptr[nonempty], dtype=np.int64)
+    out = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out.astype(indptr.dtype, copy=False) if out[-1] < np.iinfo(indptr.dtype).max else out
 
 
 def _backward_reachable(Q: sp.csr_array, sources: np.ndarray, movable: np.ndarray) -> np.ndarray:

@@ -506,3 +506,25 @@ def test_krylov_loops_of_long_vectors_run_blas_on_one_thread_and_restore_it():
     with _blas_single_thread(BLAS_THREADED_LENGTH):
         assert {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info()
                 if i["user_api"] == "blas"} == before
+
+
+def test_a_positive_right_hand_side_certifies_the_answer_itself(monkeypatch):
+    """Expected steps (b = 1): the bound comes from x itself, with no second solve, and holds; a wide spread of b
+    solves for the certificate vector as before."""
+    import exactq.solvers.linear as lin
+
+    n = 2000
+    A = sp.diags([-np.full(n - 1, 0.45), np.ones(n), -np.full(n - 1, 0.45)], [-1, 0, 1], format="csr")
+    b = np.ones(n)
+    exact = spla.spsolve(A.tocsc(), b)
+    x = exact * (1 + 1e-9 * np.sin(np.arange(n)))
+    calls = []
+    real = lin.solve_iterative
+    monkeypatch.setattr(lin, "solve_iterative", lambda *a, **k: calls.append(1) or real(*a, **k))
+    bound, info = lin.error_bound(A, x, b)
+    assert not calls and info["certificate_gamma"] > 0
+    assert np.all(np.abs(x - exact) <= bound)
+    b2 = np.where(np.arange(n) % 2 == 0, 1.0, 1e3)  # spread 1000 > SELF_CERTIFICATE_SPREAD
+    exact2 = spla.spsolve(A.tocsc(), b2)
+    bound2, _ = lin.error_bound(A, exact2 * (1 + 1e-9), b2)
+    assert calls and np.all(np.abs(exact2 * 1e-9) <= bound2)

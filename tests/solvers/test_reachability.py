@@ -217,3 +217,39 @@ endmodule
         r, = check_properties(exactq.load_prism("walk.pm", text=text), "P=? [ F x=N ]")
     assert r.error_estimate is not None and r.error_estimate < 1e-6
     assert abs(r.value - exact) <= r.error_estimate
+
+
+def test_kept_index_pointer_matches_the_cumulative_count_with_empty_columns():
+    from exactq.solvers.reachability import _kept_indptr
+
+    rng = np.random.default_rng(3)
+    for density in (0.0, 0.05, 0.5):
+        M = sp.random(40, 40, density=density, format="csc", random_state=rng)
+        M = sp.csc_matrix(M)
+        keep = rng.random(M.nnz) < 0.6
+        want = np.concatenate([[0], np.cumsum(keep)])[M.indptr]
+        got = _kept_indptr(keep, M.indptr)
+        assert np.array_equal(got, want)
+        # the matrix the kept entries form is the masked one
+        kept = sp.csc_matrix((M.data[keep], M.indices[keep], got), shape=M.shape)
+        masked = M.copy()
+        masked.data = np.where(keep, masked.data, 0.0)
+        masked.eliminate_zeros()
+        assert (kept != masked).nnz == 0
+
+
+def test_a_dtmc_self_loop_changes_no_reachability():
+    """The reversed graph keeps a stochastic matrix's self-loops; prob0/prob1 are those of the loop-free one."""
+    from exactq.solvers.reachability import _prob01
+
+    P = sp.csr_matrix(np.array([[0.5, 0.5, 0.0, 0.0],
+                                [0.0, 0.2, 0.3, 0.5],
+                                [0.0, 0.0, 1.0, 0.0],
+                                [0.0, 0.0, 0.0, 1.0]]))
+    left = np.array([True, True, False, False])
+    right = np.array([False, False, False, True])
+    no, yes = _prob01(P, left, right)
+    Q = (P - sp.eye(4)).tocsr()
+    no_q, yes_q = _prob01(Q, left, right)
+    assert no.tolist() == no_q.tolist() == [False, False, True, False]
+    assert yes.tolist() == yes_q.tolist() == [False, False, False, True]
