@@ -237,6 +237,7 @@ def check_chain(chain: Any, query: str | Query, *, eps: float = 1e-12, solver: s
     if isinstance(q, Filter):
         value, per_state = ev.filter(q, answer, top=True)
     else:
+        ev.sources = _initial_support(chain, n)
         per_state, scalar = ev.evaluate(q, answer)
         value = scalar if scalar is not None else _default_value(chain, per_state, n, info)
     if isinstance(inner, ExpectedTime):
@@ -298,6 +299,9 @@ class _Evaluator:
         self.memo: dict = {}  # per-state values of nested queries, by id (one check_chain call)
         self.parts: list = []  # what the nested queries ran (info["parts"])
         self.state_text = None
+        # the states whose value a top-level query is read at (its initial states), when only those are: a
+        # step-bounded DTMC reward then iterates on the states they reach within the bound (never nested ones)
+        self.sources = None
         # the reachability systems take the solver's name when the registry has a linear solver of that name
         # (check_chain validated it against both families)
         from .linear import LINEAR_SOLVERS
@@ -792,9 +796,13 @@ class _Evaluator:
             self.method = "query/steps"
             self.info["steps"] = t
             if q.kind_of == "cumulative":
-                out, tinfo = step_cumulative(self.P, rs.rate(), t, eps=self.eps, solver=solver)
+                out, tinfo = step_cumulative(self.P, rs.rate(), t, eps=self.eps, solver=solver, sources=self.sources)
             else:
-                out, tinfo = step_values(self.P, rs.state, t, eps=self.eps, solver=solver)
+                out, tinfo = step_values(self.P, rs.state, t, eps=self.eps, solver=solver, sources=self.sources)
+            if "states_iterated" in tinfo:
+                self.info["states_iterated"] = tinfo["states_iterated"]
+                self.info["per_state"] = (f"only the {tinfo['states_iterated']} states the initial states reach "
+                                          f"within {t} steps were iterated; the others' values are not computed")
             if "steady_state_detection" in tinfo:
                 self.info["steady_state_detection"] = tinfo["steady_state_detection"]
                 self.error_estimate = float(tinfo["error_bound"])
@@ -914,6 +922,24 @@ def _initial(chain: Any, n: int) -> int | np.ndarray:
     if arr.shape != (n,) or not np.all(np.isfinite(arr)) or np.any(arr < 0) or abs(math.fsum(arr) - 1.0) > 1e-9:
         raise ModelError(f"chain.initial must be a state index or a distribution of shape ({n},)")
     return arr
+
+
+def _initial_support(chain: Any, n: int) -> np.ndarray | None:
+    """The states a top-level query's value is read at (what :func:`_default_value` reads), or None."""
+    init_label = getattr(chain, "labels", {}).get("init")
+    if init_label is not None and np.asarray(init_label).shape == (n,) and np.count_nonzero(init_label) > 1 \
+            and np.ndim(getattr(chain, "initial", 0)) == 0:
+        return np.asarray(init_label, dtype=bool)
+    try:
+        init = _initial(chain, n)
+    except ModelError:
+        return None
+    mask = np.zeros(n, dtype=bool)
+    if isinstance(init, int):
+        mask[init] = True
+    else:
+        mask[init > 0] = True
+    return mask
 
 
 def _at_initial(per_state: np.ndarray, init: int | np.ndarray) -> float:

@@ -240,6 +240,50 @@ def _within_steps(A: sp.csr_array, go: np.ndarray, right: np.ndarray, k: int) ->
     return None if np.count_nonzero(near & go) > NEAR_SHARE * n else near
 
 
+def _reachable_within(A: sp.csr_array, sources: np.ndarray, k: int) -> np.ndarray | None:
+    """The states a path from ``sources`` can be in within ``k`` steps, or ``None`` when that is more than
+    :data:`NEAR_SHARE` of the chain (a breadth-first search stopped at depth ``k``, as :func:`_within_steps`,
+    forwards).
+
+    A value after ``k`` steps (``P^k v``, ``Σ_{i<k} P^i r``) at a source depends only on these states: a path
+    from it is at distance at most ``i`` at step ``i``, and only the transitions of states at distance below
+    ``k`` are taken, all inside the set. So the iteration on the sub-matrix of these states (the transitions
+    that leave it dropped) is exact at the sources, and says nothing elsewhere.
+    """
+    from scipy.sparse.csgraph import dijkstra
+
+    n = A.shape[0]
+    if k >= n or not np.any(sources):
+        return None
+    src = np.flatnonzero(sources)
+    rows = np.repeat(np.arange(n), np.diff(A.indptr))
+    keep = A.data > 0
+    G = sp.csr_array((np.ones(int(keep.sum()) + src.size),
+                      (np.concatenate([rows[keep], np.full(src.size, n)]), np.concatenate([A.indices[keep], src]))),
+                     shape=(n + 1, n + 1))
+    dist = dijkstra(G, directed=True, indices=n, unweighted=True, limit=k + 1.5)[:n]
+    near = np.isfinite(dist)
+    return None if np.count_nonzero(near) > NEAR_SHARE * n else near
+
+
+def _on_reachable(A: sp.csr_array, sources, k: int):
+    """``(idx, sub)``: the states of :func:`_reachable_within` and their sub-matrix, or ``None``."""
+    if sources is None:
+        return None
+    near = _reachable_within(A, np.asarray(sources, dtype=bool), k)
+    if near is None:
+        return None
+    idx = np.flatnonzero(near)
+    return idx, A[idx][:, idx].tocsr()
+
+
+def _spread(n: int, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A vector of ``n`` NaNs with ``values`` at ``idx`` (a value only where it was computed)."""
+    out = np.full(n, np.nan)
+    out[idx] = values
+    return out
+
+
 def _step_bounded_until(A: sp.csr_array, left: np.ndarray, right: np.ndarray, k: int, t0: float):
     n = A.shape[0]
     go = (left & ~right).astype(float)
@@ -278,7 +322,8 @@ def _step_operator(A: sp.csr_array, rows: np.ndarray | None, b: np.ndarray | Non
     return _Stepper(M, b, products=k)
 
 
-def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str = "auto") -> tuple[np.ndarray, dict]:
+def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str = "auto",
+                sources=None) -> tuple[np.ndarray, dict]:
     """``E_s[v(X_k)]`` from every state, the path killed (value 0) when it leaves ``keep`` before step ``k``.
 
     Parameters
@@ -288,6 +333,10 @@ def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str 
     steps : int
     keep : (n,) bool array_like, optional
         The states the path must be in at steps ``0 .. k-1`` (default: all).
+    sources : (n,) bool array_like, optional
+        Only these states' values are needed (a query's initial states): when the states
+        they reach within ``k`` steps are few (:func:`_reachable_within`), the iteration
+        runs on those, and the other entries of ``out`` are NaN.
 
     Returns
     -------
@@ -309,6 +358,15 @@ def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str 
     if z.shape != (n,):
         raise ModelError(f"values must have shape ({n},); got {z.shape}")
     mask = None if keep is None else as_mask(keep, n, "keep").astype(float)
+    near = _on_reachable(A, None if sources is None else as_mask(sources, n, "sources"), k)
+    if near is not None:
+        idx, sub = near
+        step = _step_operator(sub, None if mask is None else mask[idx], None, k)
+        y = step.start(z[idx])
+        for _ in range(k):
+            y = step(y)
+        return _spread(n, idx, y), {"method": "step iteration", "matvecs": k, "states_iterated": int(idx.size),
+                                    "seconds": time.perf_counter() - t0}
     if k > STEADY_STATE_MIN_STEPS:
         # the killed chain as a stochastic one: a cemetery state (value 0) takes what leaves `keep`
         B, z_ext = A, z
@@ -331,7 +389,8 @@ def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str 
     return z.copy(), {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
 
 
-def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto") -> tuple[np.ndarray, dict]:
+def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto",
+                    sources=None) -> tuple[np.ndarray, dict]:
     """Expected reward of the first ``steps`` steps, ``Σ_{i<k} P^i r``, from every state.
 
     For ``k`` beyond :data:`~exactq.solvers.transient.STEADY_STATE_MIN_STEPS` the sum is
@@ -340,6 +399,10 @@ def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto
     its limit ``u`` (:func:`~exactq.solvers.transient.long_run_values`); the remaining
     blocks add ``u`` each (the steady state's reward for the remaining steps), with an
     error of at most the gap times their number.
+
+    With ``sources`` (the states whose values are needed), the sum is taken on the states
+    they reach within ``k`` steps when those are few, as in :func:`step_values` (NaN
+    elsewhere).
 
     Examples
     --------
@@ -357,6 +420,15 @@ def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto
     r = np.asarray(reward, dtype=float)
     if r.shape != (n,) or not np.all(np.isfinite(r)):
         raise ModelError(f"reward must be {n} finite numbers (one per state)")
+    near = _on_reachable(A, None if sources is None else as_mask(sources, n, "sources"), k)
+    if near is not None:  # only the sources' values (see step_values): on the states they reach within k steps
+        idx, sub = near
+        step = _step_operator(sub, None, r[idx], k)
+        y = step.start(np.zeros(idx.size))
+        for _ in range(k):
+            y = step(y)
+        return _spread(n, idx, y), {"method": "step iteration", "matvecs": k, "states_iterated": int(idx.size),
+                                    "seconds": time.perf_counter() - t0}
     if k > STEADY_STATE_MIN_STEPS:
         out = _settled_sum(A, r, k, eps, solver)
         if out is not None:

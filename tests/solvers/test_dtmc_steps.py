@@ -64,3 +64,81 @@ def test_a_long_walk_iterates_only_the_states_near_the_target():
     want = dense_bounded_until(Ploc, np.ones(Ploc.shape[0], bool), np.arange(Ploc.shape[0]) == Ploc.shape[0] - 1, k)
     np.testing.assert_allclose(x[lo:goal + 1], want, rtol=1e-12, atol=1e-300)
     assert np.all(x[:goal - k] == 0) and np.all(x[goal:] == 1)
+
+
+def _walk(n: int, p: float = 0.45) -> sp.csr_array:
+    """A random walk on 0..n-1 (up p, down 1-p, reflecting ends): far more states than a short bound reaches."""
+    up = np.full(n - 1, p)
+    down = np.full(n - 1, 1 - p)
+    P = sp.diags_array([down, up], offsets=[-1, 1], shape=(n, n)).tolil()
+    P[0, 0], P[n - 1, n - 1] = 1 - p, p
+    return P.tocsr()
+
+
+@pytest.mark.parametrize("kind", ["cumulative", "instantaneous", "killed"])
+def test_values_from_the_initial_states_iterate_only_the_states_they_reach(kind):
+    """With sources, the iteration runs on the states reachable within k steps: the same values there as
+    the whole chain's (to rounding), NaN elsewhere, and fewer states iterated."""
+    from exactq.solvers.dtmc import step_cumulative, step_values
+
+    n, k = 5000, 40
+    P = _walk(n)
+    r = np.sin(np.arange(n)) ** 2
+    src = np.zeros(n, dtype=bool)
+    src[[2500, 2510]] = True
+    keep = np.arange(n) % 7 != 3
+    if kind == "cumulative":
+        full, _ = step_cumulative(P, r, k)
+        part, info = step_cumulative(P, r, k, sources=src)
+    elif kind == "instantaneous":
+        full, _ = step_values(P, r, k)
+        part, info = step_values(P, r, k, sources=src)
+    else:
+        full, _ = step_values(P, r, k, keep=keep)
+        part, info = step_values(P, r, k, keep=keep, sources=src)
+    assert info["states_iterated"] == 2 * k + 1 + 10
+    np.testing.assert_allclose(part[src], full[src], rtol=1e-13, atol=1e-15)
+    assert np.isnan(part[0]) and np.isnan(part[-1])
+    # a bound that reaches most of the chain iterates on all of it (no NaN)
+    whole, winfo = step_cumulative(_walk(60), r[:60], 50, sources=np.eye(60, dtype=bool)[30])
+    assert "states_iterated" not in winfo and np.all(np.isfinite(whole))
+
+
+WALK = """dtmc
+const int N = 4000;
+module walk
+  x : [0..N] init 2000;
+  [] x>0 & x<N -> 0.45 : (x'=x+1) + 0.55 : (x'=x-1);
+  [] x=0 -> 0.45 : (x'=1) + 0.55 : (x'=0);
+  [] x=N -> 0.45 : (x'=N) + 0.55 : (x'=N-1);
+endmodule
+rewards "pos" true : x; endrewards
+"""
+
+
+def test_a_step_bounded_reward_query_reads_its_value_from_the_restricted_iteration(tmp_path):
+    """R=? [ C<=k ] and [ I=k ] from the initial state iterate on the 2k+1 states it reaches, and agree with
+    the distribution pushed forward k steps (an independent computation) and with a filter's whole-chain
+    iteration."""
+    import exactq
+    from exactq.api import check_properties
+
+    path = tmp_path / "walk.pm"
+    path.write_text(WALK)
+    model = exactq.load_prism(str(path))
+    k, x0 = 25, 2000
+    dist = np.zeros(4001)
+    dist[x0] = 1.0
+    cum = 0.0
+    for _ in range(k):  # the law of x after each step, from x0 (no boundary within k steps)
+        cum += dist @ np.arange(4001)
+        nxt = np.zeros_like(dist)
+        nxt[1:] += 0.45 * dist[:-1]
+        nxt[:-1] += 0.55 * dist[1:]
+        dist = nxt
+    inst = dist @ np.arange(4001)
+    c, i = check_properties(model, f'R{{"pos"}}=? [ C<={k} ]\nR{{"pos"}}=? [ I={k} ]')
+    assert c.value == pytest.approx(cum, rel=1e-13) and i.value == pytest.approx(inst, rel=1e-13)
+    assert c.info["states_iterated"] == i.info["states_iterated"] == 2 * k + 1
+    f, = check_properties(model, f'filter(max, R{{"pos"}}=? [ C<={k} ], x={x0})')
+    assert "states_iterated" not in f.info and f.value == pytest.approx(cum, rel=1e-13)
