@@ -331,3 +331,50 @@ def test_a_generator_is_validated_once_but_new_arrays_are_checked_again():
         as_stochastic(sp.csr_array(np.array([[0.5, 0.4], [0.0, 1.0]])))
     with pytest.raises(ModelError):
         as_generator(P)  # the stochastic matrix's memo says nothing about it as a generator
+
+
+CELL = """ctmc
+const int N = 3000;
+module cell
+  calls : [0..N] init 0;
+  [] calls < N -> 70 : (calls'=calls+1);
+  [] calls > 0 -> calls : (calls'=calls-1);
+endmodule
+label "busy" = calls >= 80;
+rewards "calls" true : calls; endrewards
+"""
+
+
+def test_time_bounded_queries_from_the_initial_state_use_a_finite_state_projection(tmp_path, monkeypatch):
+    """An M/M/infinity queue truncated at 3,000 (uniformisation rate ~3,000 on the whole chain) started
+    empty: P(F<=t busy), E[calls at t] and E[calls accumulated to t] from the initial state come from the
+    few hundred states reached, within their error estimates of expm_multiply on the whole chain (and of
+    the closed form E[calls at t] = 70 (1 - e^-t)); a filter, read in every state, is not projected."""
+    import exactq
+    import exactq.solvers.csl as csl
+    from exactq.api import check_properties
+
+    monkeypatch.setattr(csl, "PROJECTION_MIN_WORK", 0.0)  # (the chain is kept small: projected at any cost)
+    path = tmp_path / "cell.sm"
+    path.write_text(CELL)
+    model = exactq.load_prism(str(path))
+    Q = sp.csc_matrix(model.built.chain.Q)
+    t = 1.0
+    p, inst, cum = check_properties(model, 'P=? [ F<=1 "busy" ]\nR{"calls"}=? [ I=1 ]\nR{"calls"}=? [ C<=1 ]')
+    for r in (p, inst, cum):
+        assert r.info["projection"]["states"] < 1000 and r.error_estimate < 1e-8
+    assert inst.value == pytest.approx(70 * (1 - math.exp(-t)), rel=1e-11)
+    calls = np.arange(Q.shape[0], dtype=float)
+    start = np.zeros(Q.shape[0])
+    start[0] = 1.0
+    assert abs(inst.value - expm_multiply(Q.T * t, start) @ calls) <= inst.error_estimate + 1e-9
+    # P(F<=t busy): the busy states made absorbing, the mass in them at t
+    busy = calls >= 80
+    Qa = sp.lil_matrix(Q)
+    Qa[np.flatnonzero(busy)] = 0.0
+    pt = expm_multiply(sp.csc_matrix(Qa).T * t, start)
+    assert abs(p.value - pt[busy].sum()) <= p.error_estimate + 1e-12
+    # the cumulative reward, as the integral of the mean: 70 (t - 1 + e^-t)
+    assert cum.value == pytest.approx(70 * (t - 1 + math.exp(-t)), rel=1e-10)
+    f, = check_properties(model, 'filter(max, R{"calls"}=? [ I=1 ], calls=0)')
+    assert "projection" not in f.info and f.value == pytest.approx(inst.value, rel=1e-10)
