@@ -92,7 +92,10 @@ class QueryAnswer:
         boundary state while the formula is undecided (a bound on the truncation
         error).
     per_state : (n,) ndarray or None
-        The value of the query from every state (what filters select from).
+        The value of the query from every state (what filters select from). A top-level
+        time- or step-bounded query, read at the initial states only, may have been
+        computed on the states those reach (``info["projection"]``,
+        ``info["states_iterated"]``): NaN elsewhere.
     """
 
     result: Result
