@@ -954,13 +954,11 @@ def _apply_filter(op: str, per_state: np.ndarray, mask: np.ndarray, ev) -> tuple
 
 def _default_value(chain, per_state: np.ndarray, n: int, info: dict) -> Any:
     """PRISM's default filter: the single initial state, or the range over several (``forall`` if true/false)."""
-    init_label = getattr(chain, "labels", {}).get("init")
+    several = _several_initial(chain, n)
     per_state = np.asarray(per_state)
-    several = init_label is not None and np.asarray(init_label).shape == (n,) and np.count_nonzero(init_label) > 1 \
-        and np.ndim(getattr(chain, "initial", 0)) == 0
     if per_state.dtype.kind == "b":
-        if several:
-            vals = per_state[np.asarray(init_label, dtype=bool)]
+        if several is not None:
+            vals = per_state[several]
             info["filter"] = (f"forall over the {vals.size} initial states (PRISM's default for a true/false property "
                               "with several initial states)")
             return bool(vals.all())
@@ -968,8 +966,8 @@ def _default_value(chain, per_state: np.ndarray, n: int, info: dict) -> Any:
         if isinstance(init, int):
             return bool(per_state[init])
         return bool(per_state[init > 0].all())
-    if several:
-        vals = per_state[np.asarray(init_label, dtype=bool)]
+    if several is not None:
+        vals = per_state[several]
         k = int(vals.size)
         info["filter"] = f"range over the {k} initial states (PRISM's default with several initial states)"
         lo, hi = _plain_value(vals.min()), _plain_value(vals.max())
@@ -1018,12 +1016,21 @@ PROJECTION_MIN_WORK = 2e8
 PROJECTION_SHARE = 0.25
 
 
-def _initial_support(chain: Any, n: int) -> np.ndarray | None:
-    """The states a top-level query's value is read at (what :func:`_default_value` reads), or None."""
+def _several_initial(chain: Any, n: int) -> np.ndarray | None:
+    """The ``init`` label when it marks several initial states of a chain with one initial index (PRISM's
+    default filter then ranges over them), else None."""
     init_label = getattr(chain, "labels", {}).get("init")
     if init_label is not None and np.asarray(init_label).shape == (n,) and np.count_nonzero(init_label) > 1 \
             and np.ndim(getattr(chain, "initial", 0)) == 0:
         return np.asarray(init_label, dtype=bool)
+    return None
+
+
+def _initial_support(chain: Any, n: int) -> np.ndarray | None:
+    """The states a top-level query's value is read at (what :func:`_default_value` reads), or None."""
+    several = _several_initial(chain, n)
+    if several is not None:
+        return several
     try:
         init = _initial(chain, n)
     except ModelError:

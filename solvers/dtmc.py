@@ -221,60 +221,65 @@ def step_bounded_until(P, left_mask, right_mask, steps) -> tuple[np.ndarray, dic
 def _within_steps(A: sp.csr_array, go: np.ndarray, right: np.ndarray, k: int) -> np.ndarray | None:
     """The states from which ``right`` can be reached in at most ``k`` steps through ``go`` states, or ``None``
     when that is (nearly) every state: a breadth-first search from ``right`` backwards along the transitions,
-    stopped at depth ``k`` (:func:`scipy.sparse.csgraph.dijkstra` with unit lengths and ``limit``, from one
-    extra node joined to every ``right`` state)."""
-    from scipy.sparse.csgraph import dijkstra
-
+    stopped at depth ``k`` (:func:`_within_depth`)."""
     n = A.shape[0]
     if k >= n or not right.any():
         return None
     rows = np.repeat(np.arange(n), np.diff(A.indptr))
     keep = go[rows] & (A.data > 0)
-    targets = np.flatnonzero(right)
-    # the reversed graph (j -> i for a transition i -> j out of a go state i), plus node n -> every right state
-    src = np.concatenate([A.indices[keep], np.full(targets.size, n)])
-    dst = np.concatenate([rows[keep], targets])
-    G = sp.csr_array((np.ones(src.size), (src, dst)), shape=(n + 1, n + 1))
-    dist = dijkstra(G, directed=True, indices=n, unweighted=True, limit=k + 1.5)[:n]
-    near = np.isfinite(dist)
+    # the reversed graph: j -> i for a transition i -> j out of a go state i
+    near = _within_depth(A.indices[keep], rows[keep], right, k, n)
     return None if np.count_nonzero(near & go) > NEAR_SHARE * n else near
+
+
+def _within_depth(tails: np.ndarray, heads: np.ndarray, starts: np.ndarray, k: int, n: int) -> np.ndarray:
+    """The states within ``k`` edges ``tails -> heads`` of a ``starts`` state: a breadth-first search stopped at
+    depth ``k`` (:func:`scipy.sparse.csgraph.dijkstra` with unit lengths and ``limit``, from one extra node
+    joined to every start)."""
+    from scipy.sparse.csgraph import dijkstra
+
+    first = np.flatnonzero(starts)
+    G = sp.csr_array((np.ones(tails.size + first.size),
+                      (np.concatenate([tails, np.full(first.size, n)]), np.concatenate([heads, first]))),
+                     shape=(n + 1, n + 1))
+    return np.isfinite(dijkstra(G, directed=True, indices=n, unweighted=True, limit=k + 1.5)[:n])
 
 
 def _reachable_within(A: sp.csr_array, sources: np.ndarray, k: int) -> np.ndarray | None:
     """The states a path from ``sources`` can be in within ``k`` steps, or ``None`` when that is more than
-    :data:`NEAR_SHARE` of the chain (a breadth-first search stopped at depth ``k``, as :func:`_within_steps`,
-    forwards).
+    :data:`NEAR_SHARE` of the chain (:func:`_within_depth` forwards).
 
     A value after ``k`` steps (``P^k v``, ``Σ_{i<k} P^i r``) at a source depends only on these states: a path
     from it is at distance at most ``i`` at step ``i``, and only the transitions of states at distance below
     ``k`` are taken, all inside the set. So the iteration on the sub-matrix of these states (the transitions
     that leave it dropped) is exact at the sources, and says nothing elsewhere.
     """
-    from scipy.sparse.csgraph import dijkstra
-
     n = A.shape[0]
     if k >= n or not np.any(sources):
         return None
-    src = np.flatnonzero(sources)
     rows = np.repeat(np.arange(n), np.diff(A.indptr))
     keep = A.data > 0
-    G = sp.csr_array((np.ones(int(keep.sum()) + src.size),
-                      (np.concatenate([rows[keep], np.full(src.size, n)]), np.concatenate([A.indices[keep], src]))),
-                     shape=(n + 1, n + 1))
-    dist = dijkstra(G, directed=True, indices=n, unweighted=True, limit=k + 1.5)[:n]
-    near = np.isfinite(dist)
+    near = _within_depth(rows[keep], A.indices[keep], sources, k, n)
     return None if np.count_nonzero(near) > NEAR_SHARE * n else near
 
 
-def _on_reachable(A: sp.csr_array, sources, k: int):
-    """``(idx, sub)``: the states of :func:`_reachable_within` and their sub-matrix, or ``None``."""
+def _on_reachable(A: sp.csr_array, sources, k: int, rows: np.ndarray | None, b: np.ndarray | None,
+                  x0: np.ndarray, t0: float):
+    """``x -> diag(rows) A x + b`` ``k`` times from ``x0`` on the states of :func:`_reachable_within` only (the
+    other entries NaN), with its info; ``None`` without ``sources`` or when those states are not few."""
     if sources is None:
         return None
-    near = _reachable_within(A, np.asarray(sources, dtype=bool), k)
+    near = _reachable_within(A, sources, k)
     if near is None:
         return None
     idx = np.flatnonzero(near)
-    return idx, A[idx][:, idx].tocsr()
+    step = _step_operator(A[idx][:, idx].tocsr(), None if rows is None else rows[idx],
+                          None if b is None else b[idx], k)
+    y = step.start(x0[idx])
+    for _ in range(k):
+        y = step(y)
+    return _spread(A.shape[0], idx, y), {"method": "step iteration", "matvecs": k,
+                                         "states_iterated": int(idx.size), "seconds": time.perf_counter() - t0}
 
 
 def _spread(n: int, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -358,15 +363,9 @@ def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str 
     if z.shape != (n,):
         raise ModelError(f"values must have shape ({n},); got {z.shape}")
     mask = None if keep is None else as_mask(keep, n, "keep").astype(float)
-    near = _on_reachable(A, None if sources is None else as_mask(sources, n, "sources"), k)
+    near = _on_reachable(A, None if sources is None else as_mask(sources, n, "sources"), k, mask, None, z, t0)
     if near is not None:
-        idx, sub = near
-        step = _step_operator(sub, None if mask is None else mask[idx], None, k)
-        y = step.start(z[idx])
-        for _ in range(k):
-            y = step(y)
-        return _spread(n, idx, y), {"method": "step iteration", "matvecs": k, "states_iterated": int(idx.size),
-                                    "seconds": time.perf_counter() - t0}
+        return near
     if k > STEADY_STATE_MIN_STEPS:
         # the killed chain as a stochastic one: a cemetery state (value 0) takes what leaves `keep`
         B, z_ext = A, z
@@ -420,15 +419,10 @@ def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto
     r = np.asarray(reward, dtype=float)
     if r.shape != (n,) or not np.all(np.isfinite(r)):
         raise ModelError(f"reward must be {n} finite numbers (one per state)")
-    near = _on_reachable(A, None if sources is None else as_mask(sources, n, "sources"), k)
+    near = _on_reachable(A, None if sources is None else as_mask(sources, n, "sources"), k, None, r, np.zeros(n),
+                         t0)
     if near is not None:  # only the sources' values (see step_values): on the states they reach within k steps
-        idx, sub = near
-        step = _step_operator(sub, None, r[idx], k)
-        y = step.start(np.zeros(idx.size))
-        for _ in range(k):
-            y = step(y)
-        return _spread(n, idx, y), {"method": "step iteration", "matvecs": k, "states_iterated": int(idx.size),
-                                    "seconds": time.perf_counter() - t0}
+        return near
     if k > STEADY_STATE_MIN_STEPS:
         out = _settled_sum(A, r, k, eps, solver)
         if out is not None:

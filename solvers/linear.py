@@ -731,18 +731,15 @@ def error_bound(A: sp.spmatrix, x: np.ndarray, b: np.ndarray, *, prec=None,
         v = np.where(np.isfinite(v) & (v > 0), v, 0.0)
         return v, (float((Aop @ v).min(initial=math.inf)) if n else math.inf)
 
-    g = None
-    if v is None and n and np.all(np.isfinite(x)) and np.all(x > 0):
+    itself = None
+    if v is None and n and np.all(np.isfinite(x)) and np.all(x > 0) \
+            and 0 < float(np.min(b)) and float(np.max(b)) <= SELF_CERTIFICATE_SPREAD * float(np.min(b)):
         # a right-hand side of positive entries of one order of magnitude (an expected number of steps: all 1):
         # the answer itself certifies, as A x = b - r > 0, and its bound is at most b_max / b_min times the one
         # of v = A^-1 1, without that solve (a Herman ring of 32,768 states: 1.05 s, as long as the system's)
-        bmin, bmax = float(np.min(b)), float(np.max(b))
-        if bmin > 0 and bmax <= SELF_CERTIFICATE_SPREAD * bmin:
-            vx, gx = gamma(x)
-            if gx > 0:
-                v, g = vx, gx
-    if g is not None:
-        pass
+        itself = gamma(x)
+    if itself is not None and itself[1] > 0:
+        v, g = itself
     elif v is None:
         # any positive v with A v > 0 certifies: an iterative solve of A v = 1 to 1e-6 first (herman N=11: its LU
         # filled to 0.24 s where the system itself took 0.007 s by BiCGSTAB), the LU when that fails and is small

@@ -230,7 +230,7 @@ def stationary(
             # answer with an improbable reference is redone; Gauss-Seidel sweeps point at a likely one (FMS n = 4:
             # 0.44 of the largest after three, in 38 ms; :meth:`_MassSweeps.settled` goes on while the largest
             # entry moves), unless the given one is the estimate's largest entry
-            est = run._estimate = _MassSweeps(Qr).settled()
+            est = run._estimate = run.sweeps().settled()
             guess = int(np.argmax(est))
             if np.isfinite(est[guess]) and est[guess] > 0 and not est[ref] >= LIKELY_GUESS * est[guess]:
                 ref = guess
@@ -569,8 +569,15 @@ class _Runner:
         self.coords, self.jumps, self.dps, self.ordering, self.plan, self.name = \
             coords, jumps, dps, ordering, plan, name
         self._estimate = None
+        self._sweeps = None
         self.recovery: list[dict] = []
         self.caught: dict = {}
+
+    def sweeps(self) -> "_MassSweeps":
+        """The Gauss-Seidel sweeps of the mass estimates, their triangles prepared once per chain."""
+        if self._sweeps is None:
+            self._sweeps = _MassSweeps(self.Q)
+        return self._sweeps
 
     def tol(self, method: str) -> float:
         return self.rtol if method in ITERATIVE else max(self.rtol, ELIMINATION_RTOL)
@@ -632,7 +639,7 @@ class _Runner:
         finite = None if x is None else np.isfinite(x)
         if finite is not None and not finite.all():
             if self._estimate is None:
-                self._estimate = _mass_estimate(self.Q)
+                self._estimate = self.sweeps().run(None, 3)
             j = int(np.argmax(self._estimate))
             if j not in tried and np.isfinite(self._estimate[j]) and self._estimate[j] > 0:
                 return j, "the largest entry of a Gauss-Seidel estimate"
@@ -646,7 +653,7 @@ class _Runner:
             if np.isfinite(v[j]) and v[j] > known:
                 return j, "the largest entry of the last answer"
         if self._estimate is None:
-            self._estimate = _mass_estimate(self.Q)
+            self._estimate = self.sweeps().run(None, 3)
         v = self._estimate.copy()
         v[skip] = -np.inf
         j = int(np.argmax(v))
@@ -657,7 +664,7 @@ class _Runner:
         :data:`MASS_DEEP_SWEEPS` sweeps further (the failed iterate tells little; the three-sweep estimate can
         point far from the mass, as on a heavily loaded loss network where the mass settles after 30-50
         sweeps). The sweeps cost a few of the failed run's iterations."""
-        self._estimate = _mass_estimate(self.Q, sweeps=MASS_DEEP_SWEEPS, x0=self._estimate)
+        self._estimate = self.sweeps().run(self._estimate, MASS_DEEP_SWEEPS)
         v = self._estimate.copy()
         v[sorted(tried)] = -np.inf
         j = int(np.argmax(v))
