@@ -69,7 +69,8 @@ from .dtmc import step_bounded_until, step_cumulative, step_values
 from .reachability import absorption_values, expected_reward, expected_time, until_probability
 from .stationary import STATIONARY_SOLVERS, solve_stationary, stationary
 from .structure import communicating_classes
-from .transient import bounded_until, cumulative_reward, transient_values
+from .transient import (STEADY_STATE_MIN_STEPS, UNIFORMISATION_FACTOR, bounded_until, cumulative_reward,
+                        transient_pair, transient_values)
 
 __all__ = ["check_chain", "QueryAnswer"]
 
@@ -833,6 +834,59 @@ class _Evaluator:
             m *= 4
         return None
 
+    def forward(self, kind: str, t: float, reward) -> tuple[np.ndarray, float] | None:
+        """A time-bounded CTMC reward (``I=t``, ``C<=t``) read at the single initial state, from the
+        distribution at ``t`` and its integral (:func:`~exactq.solvers.transient.transient_pair`), kept in
+        the shared cache per time bound: every further ``I=t`` or ``C<=t`` reward at that ``t``, of any
+        reward structure, is then a dot product. Taken when the cache has the pair, or when the backward
+        pass would iterate the whole chain anyway (every state can reach a state of nonzero reward) and
+        needs no more than :data:`~exactq.solvers.transient.STEADY_STATE_MIN_STEPS` products (beyond, its
+        steady-state detection may stop it early). Returns ``(per_state, error)`` (NaN off the initial
+        state) or None.
+        """
+        if self.discrete or self.sources is None or np.count_nonzero(self.sources) != 1:
+            return None
+        init = getattr(self.chain, "initial", None)
+        if np.ndim(init) != 0:
+            return None
+        init = int(init)
+        key = ("forward pair", float(t), float(self.eps))
+        pair = self.cache.get(key)
+        r = np.asarray(reward, dtype=float)
+        if pair is None:
+            from .reachability import _backward_reachable
+
+            Q = sp.csr_array(self.Q)
+            rate = UNIFORMISATION_FACTOR * float(-Q.diagonal().min(initial=0.0))
+            if rate * t > STEADY_STATE_MIN_STEPS or not _backward_reachable(Q, r != 0, np.ones(self.n, bool)).all():
+                return None
+            p0 = np.zeros(self.n)
+            p0[init] = 1.0
+            pair = self.cache[key] = transient_pair(Q, p0, t, eps=self.eps)
+            shared = False
+        else:
+            shared = True
+        at, up_to, info = pair
+        lost = float(info["truncated_mass"])
+        if kind == "cumulative":
+            value = float(np.dot(up_to, r))
+            fg = info["fox_glynn"]
+            right = fg["right"] if fg is not None else 0
+            rate = info["uniformisation_rate"]
+            error = self.eps * (t + (right / rate if rate else 0.0)) * float(np.max(np.abs(r), initial=0.0))
+        else:
+            value = float(np.dot(at, r))
+            error = lost * (float(r.max(initial=0.0)) - float(r.min(initial=0.0)))  # p_t . r within lost (b - a)
+        out = np.full(self.n, np.nan)
+        out[init] = value
+        self.info.update(time_bound=t, uniformisation_rate=info["uniformisation_rate"],
+                         matvecs=0 if shared else info["matvecs"],
+                         forward={"matvecs": info["matvecs"], "shared": shared,
+                                  "rule": "the distribution at t and its integral from the initial state, one "
+                                          "forward pass kept for every I=t and C<=t reward at this t; the other "
+                                          "states' values are not computed"})
+        return out, error
+
     # -- rewards -----------------------------------------------------------------------
     def structure(self, name) -> RewardStructure:
         table = self.rewards
@@ -889,7 +943,10 @@ class _Evaluator:
             return out, None
         self.method = "query/uniformisation"
         kind = "cumulative" if q.kind_of == "cumulative" else "instantaneous"
-        proj = self.projected(kind, t, reward=rs.rate() if kind == "cumulative" else rs.state)
+        vector = rs.rate() if kind == "cumulative" else rs.state
+        proj = self.projected(kind, t, reward=vector)
+        if proj is None:
+            proj = self.forward(kind, t, vector)
         if proj is not None:
             out, self.error_estimate = proj
             return out, None

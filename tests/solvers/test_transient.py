@@ -15,7 +15,7 @@ from scipy.sparse.linalg import expm_multiply
 from scipy.stats import poisson
 
 from exactq.errors import ModelError
-from exactq.solvers.transient import bounded_until, fox_glynn, transient
+from exactq.solvers.transient import bounded_until, cumulative_reward, fox_glynn, transient, transient_pair, transient_values
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -105,6 +105,29 @@ def test_transient_matches_expm_multiply(n, seed, t):
     if n <= 10:
         dense = p0 @ scipy.linalg.expm(Q.toarray() * t)
         np.testing.assert_allclose(p, dense, atol=1e-11, rtol=1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 12), st.integers(0, 2**32 - 1), st.floats(0.01, 5.0))
+def test_transient_pair_matches_the_exponential_of_the_augmented_generator(n, seed, t):
+    """p(t) and its integral from one forward pass, against expm of [[Q, I], [0, 0]] t (whose top right
+    block is the integral of exp(Q u) over [0, t]) and against the backward passes read at the start."""
+    Q = random_generator(n, seed)
+    rng = np.random.default_rng(seed + 2)
+    p0 = rng.random(n)
+    p0 /= p0.sum()
+    p, c, info = transient_pair(Q, p0, t, eps=1e-13)
+    big = np.block([[Q.toarray(), np.eye(n)], [np.zeros((n, n)), np.zeros((n, n))]]) * t
+    E = scipy.linalg.expm(big)
+    np.testing.assert_allclose(p, p0 @ E[:n, :n], atol=1e-11, rtol=1e-9)
+    np.testing.assert_allclose(c, p0 @ E[:n, n:], atol=1e-11, rtol=1e-9)
+    assert np.all(p >= 0) and math.isclose(p.sum(), 1.0, rel_tol=1e-12) and math.isclose(c.sum(), t, rel_tol=1e-10)
+    r = rng.uniform(0.0, 3.0, n)
+    back_c, _ = cumulative_reward(Q, r, t, eps=1e-13)
+    back_i, _ = transient_values(Q, r, t, eps=1e-13)
+    assert float(c @ r) == pytest.approx(float(p0 @ back_c), rel=1e-10, abs=1e-12)
+    assert float(p @ r) == pytest.approx(float(p0 @ back_i), rel=1e-10, abs=1e-12)
+    assert info["truncated_mass"] <= 1e-13
 
 
 def test_transient_mm1k_and_convergence_to_stationary():
@@ -378,3 +401,30 @@ def test_time_bounded_queries_from_the_initial_state_use_a_finite_state_projecti
     assert cum.value == pytest.approx(70 * (t - 1 + math.exp(-t)), rel=1e-10)
     f, = check_properties(model, 'filter(max, R{"calls"}=? [ I=1 ], calls=0)')
     assert "projection" not in f.info and f.value == pytest.approx(inst.value, rel=1e-10)
+
+
+def test_instantaneous_and_cumulative_rewards_at_one_time_share_one_forward_pass(tmp_path):
+    """R=? [ I=t ] and R=? [ C<=t ] of any reward structure at one t, read at the single initial state: the
+    first query makes the forward pair, the others read it (matvecs 0); every value agrees with the
+    backward pass of the whole chain (a filter) within the error estimates, and with the closed forms of
+    the M/M/infinity queue started empty (E[calls at t] = 70 (1 - e^-t))."""
+    import exactq
+    from exactq.api import check_properties
+
+    path = tmp_path / "cell.sm"
+    path.write_text(CELL.replace("N = 3000", "N = 300") + 'rewards "busy" calls >= 80 : 1; endrewards\n')
+    model = exactq.load_prism(str(path))
+    t = 1.0
+    texts = ['R{"calls"}=? [ I=1 ]', 'R{"busy"}=? [ I=1 ]', 'R{"calls"}=? [ C<=1 ]', 'R{"busy"}=? [ C<=1 ]']
+    results = check_properties(model, "\n".join(texts))
+    assert [r.info["forward"]["shared"] for r in results] == [False, True, True, True]
+    assert results[0].info["matvecs"] > 0 and all(r.info["matvecs"] == 0 for r in results[1:])
+    assert results[0].value == pytest.approx(70 * (1 - math.exp(-t)), rel=1e-11)
+    assert results[2].value == pytest.approx(70 * (t - 1 + math.exp(-t)), rel=1e-10)
+    for text, r in zip(texts, results):
+        whole, = check_properties(model, f"filter(max, {text}, calls=0)")
+        assert "forward" not in whole.info
+        assert abs(r.value - whole.value) <= r.error_estimate + whole.error_estimate + 1e-12
+        assert r.error_estimate <= 1e-8
+    other, = check_properties(model, 'R{"calls"}=? [ I=0.5 ]')  # another time bound: a pass of its own
+    assert other.info["forward"]["shared"] is False
