@@ -12,11 +12,13 @@ Every error of the front end is one line that says where: ``tandem.sm, line 3, c
 
 from __future__ import annotations
 
+import bisect
 import re
 import sys
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from exactq.errors import ModelError, NotApplicableError, QuerySyntaxError
 
@@ -178,9 +180,12 @@ class QuerySource(Source):
         return "end of input"
 
 
-@dataclass(frozen=True)
-class Token:
-    """One token: ``kind`` in {ident, int, double, string, op, eof}; ``line``/``col`` 1-based."""
+class Token(NamedTuple):
+    """One token: ``kind`` in {ident, int, double, string, op, eof}; ``line``/``col`` 1-based.
+
+    (A named tuple, not a frozen dataclass: a model file makes thousands of tokens, and a frozen
+    dataclass's ``__init__`` costs three times as much, a third of the tokenizer's time.)
+    """
 
     kind: str
     text: str
@@ -193,23 +198,29 @@ class Token:
 
 _COMMENTS = r"""
      (?P<comment>//[^\n]*)
-    |(?P<block>/\*)
+    |(?P<block>/\*[\s\S]*?\*/)
+    |(?P<open>/\*[\s\S]*)
     |"""
 _TOKENS = r"""
-     (?P<ws>[ \t\f\v]+)
-    |(?P<nl>\n)
-    |(?P<double>(?:\d+\.(?!\.)\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
+     (?P<double>(?:\d+\.(?!\.)\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
     |(?P<int>\d+)
     |(?P<ident>[A-Za-z_][A-Za-z_0-9]*)
     |(?P<string>"[^"\n]*")
     |(?P<op>OPS\|\|\||\|\||&&|==|\*\*|<=>|=>|->|<=|>=|!=|\.\.|[-+*/&|!?:;,()\[\]{}<>='^%.])
     """
-_TOKEN_RE = re.compile(_COMMENTS + _TOKENS.replace("OPS", ""), re.VERBOSE)
+#: the white space a token may follow (the lines are counted from the line breaks' positions)
+_SPACE = " \t\f\v\n"
+_LEADING = "[ \\t\\f\\v\\n]*(?:"
+_TOKEN_RE = re.compile(_LEADING + _COMMENTS + _TOKENS.replace("OPS", "") + ")", re.VERBOSE)
 #: exactq's native queries: no comments, so ``//`` is floor division (:mod:`exactq.query`); none of the model
 #: files' punctuation (``'``, ``.``, ``..``, ``;``, ``->``)
-_NATIVE_RE = re.compile(_TOKENS.replace(
+_NATIVE_RE = re.compile(_LEADING + _TOKENS.replace(
     r"""(?P<op>OPS\|\|\||\|\||&&|==|\*\*|<=>|=>|->|<=|>=|!=|\.\.|[-+*/&|!?:;,()\[\]{}<>='^%.])""",
-    r"""(?P<op>//|\|\||&&|==|\*\*|<=>|=>|<=|>=|!=|[-+*/&|!?:,()\[\]{}<>=^%])"""), re.VERBOSE)
+    r"""(?P<op>//|\|\||&&|==|\*\*|<=>|=>|<=|>=|!=|[-+*/&|!?:,()\[\]{}<>=^%])""") + ")", re.VERBOSE)
+_NEWLINE = re.compile("\n")
+#: what the tokenizer matches but keeps no token of
+_SKIPPED = frozenset(("comment", "block"))
+_new_tuple = tuple.__new__
 
 
 def tokenize(source: Source, *, native: bool = False) -> list[Token]:
@@ -230,31 +241,40 @@ def tokenize(source: Source, *, native: bool = False) -> list[Token]:
     >>> tokenize(Source("m", "a\\r\\n  b"))[1].line, tokenize(Source("m", "a\\r\\n  b"))[1].col
     (2, 3)
     """
+    import numpy as np
+
     text = source.text.replace("\r\n", "\n").replace("\r", "\n")
-    tokens: list[Token] = []
-    pos, line, line_start, n = 0, 1, 0, len(text)
     pattern = _NATIVE_RE if native else _TOKEN_RE
-    while pos < n:
-        m = pattern.match(text, pos)
-        col = pos - line_start + 1
-        if m is None:
-            raise source.syntax_error(line, col, f"unexpected character {text[pos]!r}")
-        kind = m.lastgroup
-        if kind == "nl":
-            line, line_start = line + 1, m.end()
-        elif kind == "block":
-            end = text.find("*/", m.end())
-            if end < 0:
-                raise source.syntax_error(line, col, "the comment '/*' is never closed by '*/'")
-            chunk = text[pos:end + 2]
-            breaks = chunk.count("\n")
-            if breaks:
-                line += breaks
-                line_start = pos + chunk.rfind("\n") + 1
-            pos = end + 2
-            continue
-        elif kind not in ("ws", "comment"):
-            tokens.append(Token(kind, m.group(), line, col))
-        pos = m.end()
-    tokens.append(Token("eof", "", line, pos - line_start + 1))
+    # one pass of the compiled pattern over the text (each match: the white space before a token, and the
+    # token); the matches tile the text up to its trailing white space exactly when no character is left out
+    found = list(pattern.finditer(text))
+    covered = sum(m.end() - m.start() for m in found)
+    last = found[-1].end() if found else 0
+    breaks = np.array([m.start() for m in _NEWLINE.finditer(text)], dtype=np.int64)
+
+    def where(pos: int) -> tuple[int, int]:
+        line = int(np.searchsorted(breaks, pos))  # the line breaks before pos
+        return line + 1, pos - (int(breaks[line - 1]) + 1 if line else 0) + 1
+
+    if covered != last or text[last:].strip(_SPACE) or (found and found[-1].lastgroup == "open"):
+        pos = 0
+        for m in found:  # the first character that starts no token, or the comment left open (to the end)
+            if m.start() != pos:
+                break
+            if m.lastgroup == "open":
+                raise source.syntax_error(*where(m.start("open")), "the comment '/*' is never closed by '*/'")
+            pos = m.end()
+        while text[pos] in _SPACE:
+            pos += 1
+        raise source.syntax_error(*where(pos), f"unexpected character {text[pos]!r}")
+    kinds = [m.lastgroup for m in found]
+    starts = np.array([m.start(k) for m, k in zip(found, kinds)], dtype=np.int64)
+    line = np.searchsorted(breaks, starts)
+    cols = (starts - np.where(line > 0, breaks[np.maximum(line - 1, 0)] + 1, 0) + 1).tolist() if breaks.size \
+        else (starts + 1).tolist()
+    lines = (line + 1).tolist()
+    ends = [m.end() for m in found]
+    tokens = [_new_tuple(Token, (k, text[b:e], ln, c))
+              for k, b, e, ln, c in zip(kinds, starts.tolist(), ends, lines, cols) if k not in _SKIPPED]
+    tokens.append(Token("eof", "", *where(len(text))))
     return tokens

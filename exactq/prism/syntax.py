@@ -57,6 +57,12 @@ from dataclasses import dataclass, field
 
 from .lexer import MAX_NESTING, PrismSyntaxError, PrismUnsupportedError, Source, Token, deep_recursion, tokenize
 
+#: the tokens an operand alone may be (:meth:`_Parser.ternary`'s shortcut) and the tokens after it that end
+#: an expression at every operator level (the eof token's text is "")
+_OPERAND_KINDS = frozenset(("int", "double", "string", "ident"))
+_CLOSERS = frozenset((")", "]", ",", ";", ":", "}", "..", "->", ""))
+_WORD_OPERATORS = frozenset(("not", "and", "or"))  # (native queries' operators: the full descent reports them)
+
 __all__ = [
     "Expr", "Literal", "Ident", "LabelRef", "Unary", "Binary", "Comparison", "Chain", "Ite", "Call",
     "Bound", "PathFormula", "RewardPath", "QueryNode", "FilterNode",
@@ -499,6 +505,8 @@ class _Parser:
 
     # -- tokens ----------------------------------------------------------------
     def peek(self, k: int = 0) -> Token:
+        if not k:  # (self.i never passes the eof token)
+            return self.toks[self.i]
         return self.toks[min(self.i + k, len(self.toks) - 1)]
 
     def next(self) -> Token:
@@ -508,8 +516,8 @@ class _Parser:
         return tok
 
     def at(self, *texts: str, k: int = 0) -> bool:
-        tok = self.peek(k)
-        return tok.kind in ("op", "ident") and tok.text in texts
+        tok = self.toks[self.i] if not k else self.toks[min(self.i + k, len(self.toks) - 1)]
+        return tok.text in texts and tok.kind in ("op", "ident")
 
     def accept(self, text: str) -> Token | None:
         if self.at(text):
@@ -567,6 +575,13 @@ class _Parser:
         return self.ternary()
 
     def ternary(self) -> Expr:
+        # a lone operand (a literal, a name, a label) before a token that no operator level takes (the ')' of
+        # a call, the ';' of an update): every level below would hand it up unchanged, so it is read directly
+        # (half the operands of a model file; each skipped level is a call and a look-ahead)
+        toks, i = self.toks, self.i
+        if toks[i].kind in _OPERAND_KINDS and i + 1 < len(toks) and toks[i + 1].text in _CLOSERS \
+                and toks[i + 1].kind in ("op", "eof") and toks[i].text not in _WORD_OPERATORS:
+            return self.atom()
         cond = self.implies()
         if self.at("?"):
             tok = self.next()
