@@ -12,7 +12,6 @@ Every error of the front end is one line that says where: ``tandem.sm, line 3, c
 
 from __future__ import annotations
 
-import bisect
 import re
 import sys
 import warnings
