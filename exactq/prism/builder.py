@@ -47,6 +47,7 @@ matter:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -196,9 +197,13 @@ class _Builder:
         bad, segments, psums = [], [], []
         ncmd = np.zeros(n, dtype=np.int64)
         jumps = self.jumps
+        lo, hi, strides = self.lo, self.hi, pk.strides
+        word_of = pk.word_of
+        discrete = self.discrete
+        # (expand runs under np.errstate(all="ignore"): non-finite rates and out-of-range values are checked here)
         for ci, c in enumerate(part.commands):
             g = c.guard.eval(ctx)
-            if np.ndim(g) == 0:
+            if type(g) is not np.ndarray or not g.ndim:
                 if not g:
                     continue
                 rows, sub = self._all_rows(n), ctx
@@ -215,17 +220,20 @@ class _Builder:
             psum = 0.0
             for ui, u in enumerate(c.updates):
                 p = 1.0 if u.prob is None else u.prob.eval(sub)
-                with np.errstate(all="ignore"):
-                    if np.ndim(p) == 0:
-                        p = float(p)
-                        if not (p >= 0 and np.isfinite(p) and (not self.discrete or p <= 1 + 1e-12)):
-                            p = self._rate_error(np.full(m, p), rows, ctx, c, u)
-                    else:
-                        p = np.asarray(p, dtype=float)
-                        if not (p.min() >= 0 and np.isfinite(p.max()) and (not self.discrete or p.max() <= 1 + 1e-12)):
-                            p = self._rate_error(p, rows, ctx, c, u)
+                vector_p = type(p) is np.ndarray and p.ndim > 0
+                if not vector_p:
+                    p = float(p)
+                    if not (p >= 0 and p < math.inf and (not discrete or p <= 1 + 1e-12)):
+                        p = self._rate_error(np.full(m, p), rows, ctx, c, u)
+                        vector_p = True
+                else:
+                    if p.dtype != np.float64:
+                        p = p.astype(float)
+                    top = p.max()
+                    if not (p.min() >= 0 and top < math.inf and (not discrete or top <= 1 + 1e-12)):
+                        p = self._rate_error(p, rows, ctx, c, u)
                 psum = psum + p
-                if np.ndim(p) == 0:
+                if not vector_p:
                     if p == 0:
                         continue
                     live = None
@@ -236,11 +244,25 @@ class _Builder:
                     elif not live.any():
                         continue
                 dk = None
+                moved = 0  # the words' change from the updates x' = x + c (narrow packing), one number
                 out_any = None
                 for j, e in u.assigns:
+                    lo_j, hi_j = lo[j], hi[j]
+                    shift = e.shift
+                    if narrow and shift is not None and shift[0] == j:
+                        # x' = x + c: the change is c in every state, inside the range unless the column's
+                        # extreme leaves it (then the general path below finds which states do)
+                        c = shift[1]
+                        if not c:
+                            continue
+                        col = sub.col(j)
+                        if (col.max() + c <= hi_j) if c > 0 else (col.min() + c >= lo_j):
+                            if jumps is not None and abs(c) > jumps[j]:
+                                jumps[j] = abs(c)
+                            moved += c * int(strides[j])
+                            continue
                     v = e.eval(sub)
-                    lo_j, hi_j = self.lo[j], self.hi[j]
-                    if np.ndim(v) == 0:
+                    if type(v) is not np.ndarray or not v.ndim:
                         v = int(v)
                         if lo_j <= v <= hi_j:
                             dx = v - sub.col(j)
@@ -248,26 +270,31 @@ class _Builder:
                             out_any = np.ones(m, dtype=bool)
                             dx = np.zeros(m, dtype=np.int64)
                     else:
-                        v = np.asarray(v, dtype=np.int64)
-                        out = (v < lo_j) | (v > hi_j)
-                        if out.any():
+                        if v.dtype != np.int64:
+                            v = v.astype(np.int64)
+                        if v.min() < lo_j or v.max() > hi_j:  # (two reductions; the mask only when some are out)
+                            out = (v < lo_j) | (v > hi_j)
                             out_any = out if out_any is None else (out_any | out)
                             dx = np.where(out, 0, v - sub.col(j))
                         else:
                             dx = v - sub.col(j)
                     if jumps is not None and m:
-                        jumps[j] = max(jumps[j], int(np.abs(dx if live is None else dx[live]).max()))
+                        d = dx if live is None else dx[live]
+                        if d.size:
+                            jumps[j] = max(jumps[j], int(d.max()), -int(d.min()))
                     if narrow:
-                        step = dx * pk.strides[j] if pk.strides[j] != 1 else dx
+                        step = dx * strides[j] if strides[j] != 1 else dx
                         dk = step if dk is None else dk + step
                     else:
                         if dk is None:
                             dk = np.zeros((m, W), dtype=np.int64)
-                        dk[:, pk.word_of[j]] += dx * pk.strides[j]
-                if dk is None:  # 'true': a self-loop
-                    dk = np.zeros(m if narrow else (m, W), dtype=np.int64)
+                        dk[:, word_of[j]] += dx * strides[j]
+                if dk is None:  # 'true' (a self-loop), or only changes by constants
+                    dk = np.full(m, moved, dtype=np.int64) if narrow else np.zeros((m, W), dtype=np.int64)
+                elif moved:
+                    dk = dk + moved
                 if live is None:
-                    r, q, d = rows, (np.full(m, p) if np.ndim(p) == 0 else p), dk
+                    r, q, d = rows, (np.full(m, p) if not vector_p else p), dk
                     if mdp:
                         rank_l.append(rank)
                 else:
@@ -282,7 +309,7 @@ class _Builder:
                 segments.append((ci, ui, r))
                 if out_any is not None and out_any.any():
                     bad.append((ci, ui, r, out_any))
-            if self.discrete:
+            if discrete:
                 psums.append((ci, rows, psum))
         out = _Pairs()
         out.rank = None

@@ -113,11 +113,15 @@ class Compiled:
     a deep tree is not printed at every level while it is compiled).
     """
 
-    __slots__ = ("type", "_text", "line", "col", "value", "fn", "depth", "faults")
+    __slots__ = ("type", "_text", "line", "col", "value", "fn", "depth", "faults", "shift")
 
     def __init__(self, type: str, text, line: int, col: int, value: object = None, fn: object = None,  # noqa: A002
                  depth: int = 0, faults=None):
         self.type, self._text, self.line, self.col, self.value, self.fn = type, text, line, col, value, fn
+        #: ``(j, c)`` when the value is the integer state column ``j`` plus the integer constant ``c`` (``x``,
+        #: ``x + 1``, ``x - K``): an update ``x' = x + c`` changes ``x`` by ``c`` in every state, which the
+        #: builder applies without evaluating it (:meth:`exactq.prism.builder._Expander._pairs`)
+        self.shift = None
         self.depth = depth  # nested calls of the evaluation: deep ones get room for their recursion
         #: properties and native queries: ``faults(ctx, active, memo)`` raises for an arithmetic fault (a division by
         #: zero, a value that is not finite, a number used as a boolean that is not 0 or 1) in a state where the
@@ -312,7 +316,9 @@ class _Compiler:
             j = v.index
             if v.type == "bool":
                 return Compiled("bool", name, node.line, node.col, fn=lambda ctx, j=j: ctx.bcol(j))
-            return Compiled("int", name, node.line, node.col, fn=lambda ctx, j=j: ctx.col(j))
+            out = Compiled("int", name, node.line, node.col, fn=lambda ctx, j=j: ctx.col(j))
+            out.shift = (j, 0)
+            return out
         if name in sym.constants:
             type_, value = sym.constants[name]
             if value is None:
@@ -469,7 +475,10 @@ class _Compiler:
             return self.fold(node, type_, f, a, b, logic=op)
         if self.ext and op in ("/", "//", "%") and b.const and b.value == 0 and a.const:
             raise self.err(node, self._division_message(right))
-        return self.fold(node, type_, f, a, b, own=self._own_faults(node, op, right))
+        out = self.fold(node, type_, f, a, b, own=self._own_faults(node, op, right))
+        if op in ("+", "-") and not out.const and type_ == "int":
+            out.shift = _shifted(a, op, b)
+        return out
 
     def _division_message(self, divisor) -> str:
         return f"division by zero in expression {self.whole!r}: divisor '{divisor}' is 0"
@@ -531,6 +540,14 @@ class _Compiler:
             return value
         depth = 2 + max([head.depth] + [c.depth for _, c, _, _ in steps])
         out = Compiled(acc.type, node, node.line, node.col, fn=run, depth=depth)
+        if acc.type == "int" and head.shift is not None:  # x + 1 - K: the column and one constant
+            j, shift = head.shift
+            for _, c, op, _ in steps:
+                if op not in ("+", "-") or _int_constant(c) is None:
+                    break
+                shift = shift + _int_constant(c) if op == "+" else shift - _int_constant(c)
+            else:
+                out.shift = (j, shift)
         if self.ext:
             out.faults = self._chain_faults(node, head, steps, logic)
         return out
@@ -679,6 +696,25 @@ class _Compiler:
             return self.fold(node, "double", lambda x, b: np.log(np.asarray(x, dtype=float)) / np.log(b), *args,
                              own=self._own_faults(node, "log"))
         raise self.err(node, f"unknown function {name!r}")  # pragma: no cover (the parser checks)
+
+
+def _int_constant(c) -> int | None:
+    """The value of an integer constant operand, else None."""
+    if c.const and c.type == "int" and isinstance(c.value, (int, np.integer)) and not isinstance(c.value, bool):
+        return int(c.value)
+    return None
+
+
+def _shifted(a, op: str, b) -> tuple[int, int] | None:
+    """``(j, c)`` of ``a + b`` or ``a - b`` when one is a column plus a constant and the other an integer
+    constant (``K - x`` is not: it negates the column), else None (see :attr:`Compiled.shift`)."""
+    if a.shift is not None and _int_constant(b) is not None:
+        j, c = a.shift
+        return j, (c + _int_constant(b) if op == "+" else c - _int_constant(b))
+    if op == "+" and b.shift is not None and _int_constant(a) is not None:
+        j, c = b.shift
+        return j, c + _int_constant(a)
+    return None
 
 
 class _TypeOnly:

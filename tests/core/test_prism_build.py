@@ -470,3 +470,49 @@ def test_state_and_transition_counts_match_storm(name, gen, args, tmp_path):
     model = stormpy.build_model(prog)
     built = quiet_build(load(text, cs or None))
     assert (built.n_states, built.n_transitions) == (model.nr_states, model.nr_transitions)
+
+
+SHIFTS = """ctmc
+const int K = 2;
+formula up = x + 1;
+module A
+  x : [0..6] init 0;
+  y : [-3..3] init 0;
+  [] x < 6 -> 1.5 : (x'=up) + 0.5 : (x'=1+x) & (y'=max(y-1, -3));
+  [] x >= K -> 2 : (x'=x-K) & (y'=y+1-1);
+  [] y < 3 -> 0.25 : (y'=y+1) & (x'=K-min(x, K));
+  [s] x > 0 -> 1 : (x'=x - 1 + 0);
+endmodule
+module B
+  z : [0..2] init 0;
+  [s] z < 2 -> 3 : (z'=z+1);
+  [] z = 2 -> 1 : (z'=0);
+endmodule
+"""
+
+
+def test_constant_changes_x_plus_c_build_the_same_chain_as_evaluated_updates():
+    """``x' = x + c`` (in any spelling: a formula, ``c + x``, ``x - K``, ``x + 1 - 1``) is applied as one
+    change of the packed state without evaluating it; written as ``x*1 + c`` (evaluated state by state) it
+    must give the same states, rates and order."""
+    fast = quiet_build(load(SHIFTS))
+    slow_text = (SHIFTS.replace("formula up = x + 1;", "formula up = x*1 + 1;").replace("(x'=1+x)", "(x'=1+x*1)")
+                 .replace("(x'=x-K)", "(x'=x*1-K)").replace("(y'=y+1-1)", "(y'=y*1+1-1)")
+                 .replace("(y'=y+1)", "(y'=y*1+1)").replace("(x'=x - 1 + 0)", "(x'=x*1 - 1 + 0)")
+                 .replace("(z'=z+1)", "(z'=z*1+1)"))
+    assert slow_text.count("*1") == 7
+    slow = quiet_build(load(slow_text))
+    assert fast.chain.n_states == slow.chain.n_states > 20
+    np.testing.assert_array_equal(np.asarray(fast.chain.space.states), np.asarray(slow.chain.space.states))
+    assert abs(fast.chain.Q - slow.chain.Q).max() == 0.0
+    info = load(SHIFTS).info
+    shifts = sorted(e.shift for m in info.modules for c in m.commands for u in c.updates for _, e in u.assigns
+                    if e.shift is not None)
+    assert shifts == [(0, -2), (0, -1), (0, 1), (0, 1), (1, 0), (1, 1), (2, 1)]
+
+
+def test_an_update_x_plus_c_out_of_range_in_some_states_is_still_an_error_there():
+    text = "ctmc\nmodule A x : [0..3] init 0; [] true -> 1 : (x'=x+2); endmodule\n"
+    with pytest.raises(PrismModelError, match=r"variable 'x' would take the value 4, outside its range \[0..3\], "
+                                              r"in state \(x=2\)"):
+        quiet_build(load(text))
