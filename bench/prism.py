@@ -50,6 +50,7 @@ Usage::
     python bench/prism.py --cases brp --sizes 64x5,256x10
     python bench/prism.py --out bench/results_prism.json
     python bench/prism.py --show bench/results_prism.json
+    python bench/prism.py --summary bench/results_prism.json bench/results_prism_repeats.json
 
 One JSON document goes to stdout (or ``--out``); a table goes to stderr. The workers run with
 exactq's bytecode compiled first, as on an installed copy (bench/installed.py; until 2026-12-02
@@ -389,6 +390,40 @@ def table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def summary(docs: list) -> dict:
+    """Issue 20's figures over runs of the same cases (several documents: repeats): per case and size the
+    median of the per-run ratios (exactq in process / the faster Storm variant of the same run, each run
+    pairing measurements made together), then the median and maximum over all cases and over the cases
+    above :data:`TARGET_STATES` states, and the cases above 1 there."""
+    import statistics
+
+    per: dict = {}
+    for doc in docs:
+        for e in doc["runs"]:
+            tm = e.get("timing", {})
+            r = tm.get("ratio_in_process")
+            if r is None:
+                continue
+            n = e.get("exactq", {}).get("n_states")
+            key = (e["case"], e.get("size_label", e.get("size")))
+            per.setdefault(key, {"states": n, "ratios": []})["ratios"].append(r)
+    cases = [{"case": c, "size": s, "states": v["states"], "runs": len(v["ratios"]),
+              "ratio": statistics.median(v["ratios"])} for (c, s), v in per.items()]
+    big = [c for c in cases if c["states"] and c["states"] > TARGET_STATES]
+
+    def stats(rows):
+        return {"cases": len(rows), "median": statistics.median(r["ratio"] for r in rows) if rows else None,
+                "max": max((r["ratio"] for r in rows), default=None)}
+    return {"all": stats(cases), f"above_{TARGET_STATES}": stats(big),
+            "above_1": [(c["case"], c["size"], round(c["ratio"], 3)) for c in big if c["ratio"] > 1],
+            "above_2": [(c["case"], c["size"], round(c["ratio"], 3)) for c in cases if c["ratio"] > 2],
+            "cases": cases}
+
+
+#: issue 20's bar: every case above this many states at or below Storm's best
+TARGET_STATES = 10_000
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the two smallest sizes of each case")
@@ -403,6 +438,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=290.0, help="seconds per worker")
     ap.add_argument("--out")
     ap.add_argument("--show")
+    ap.add_argument("--summary", nargs="+", metavar="FILE",
+                    help="issue 20's figures over these documents (repeats: the median ratio per case)")
     ap.add_argument("--stale-index", action="store_true",
                     help="measure even when the catalogue index does not match the sources (refused otherwise)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -424,6 +461,16 @@ def main(argv=None) -> int:
     if args.show:
         with open(args.show) as fh:
             print(table(json.load(fh)))
+        return 0
+    if args.summary:
+        docs = []
+        for path in args.summary:
+            with open(path) as fh:
+                docs.append(json.load(fh))
+        out = summary(docs)
+        for c in out.pop("cases"):
+            print(f"{c['case']:13} {c['size']!s:>8} {c['states'] or '-':>9} runs {c['runs']}  ratio {c['ratio']:.2f}")
+        print(json.dumps(out))
         return 0
     cases = args.cases.split(",") if args.cases else list(CASES)
     variants = args.variants.split(",")
