@@ -870,10 +870,7 @@ class _Evaluator:
         lost = float(info["truncated_mass"])
         if kind == "cumulative":
             value = float(np.dot(up_to, r))
-            fg = info["fox_glynn"]
-            right = fg["right"] if fg is not None else 0
-            rate = info["uniformisation_rate"]
-            error = self.eps * (t + (right / rate if rate else 0.0)) * float(np.max(np.abs(r), initial=0.0))
+            error = float(info["cumulative_bound"]) * float(np.max(np.abs(r), initial=0.0))
         else:
             value = float(np.dot(at, r))
             error = lost * (float(r.max(initial=0.0)) - float(r.min(initial=0.0)))  # p_t . r within lost (b - a)

@@ -476,7 +476,7 @@ class _Limit:
 
 
 def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumulative: bool = False,
-            limit: _Limit | None = None, early=None) -> dict:
+            limit: _Limit | None = None, early=None, pair: bool = False) -> dict:
     """The uniformisation sum over ``x_k = M^k x_0`` (``x_{k+1} = step(x_k)``), in one pass.
 
     ``Σ_k w_k x_k`` with the Fox–Glynn weights ``w_k`` of :func:`fox_glynn`, or, with
@@ -492,23 +492,26 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
     for a monotone sequence) times the remaining weight, within ``gap`` times that
     weight.
 
+    With ``pair`` (and neither ``cumulative`` nor ``limit``) both sums are made from the same
+    products, the second in ``cumulative``.
+
     Returns a dict: ``value``, ``matvecs``, ``fg`` (None when stopped before the
-    window), ``gap`` (the completion's error bound, 0 without detection) and ``steady``.
+    window), ``gap`` (the completion's error bound, 0 without detection), ``steady``,
+    and ``cumulative`` (the second sum with ``pair``, else None).
     """
     lo = _window_start(rate_time, eps)
-    fg = coef = None
+    fg = coef = tails = None
     acc = np.zeros_like(x)
+    acc2 = np.zeros_like(x) if pair else None
     tmp = np.empty_like(x)
     used = 0.0
     k = 0
     while True:  # a loop over the products, not over states
         if fg is None and k >= lo:
             fg = fox_glynn(rate_time, eps)
-            if cumulative:
-                coef = 1.0 - np.cumsum(fg.weights)
-                coef[-1] = 0.0
-            else:
-                coef = fg.weights
+            tails = 1.0 - np.cumsum(fg.weights)  # P(N > k) inside the window
+            tails[-1] = 0.0
+            coef = tails if cumulative else fg.weights
         if limit is not None and k % DETECT_EVERY == 0:
             gap = limit.gap(x)
             if gap <= limit.tol:
@@ -529,10 +532,16 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
                 np.multiply(x, c, out=tmp)
                 acc += tmp
                 used += c
+            if pair and tails[k - fg.left]:
+                np.multiply(x, float(tails[k - fg.left]), out=tmp)
+                acc2 += tmp
         elif cumulative:
             acc += x
+        elif pair:
+            acc2 += x
         if fg is not None and k >= fg.right:
-            return {"value": acc, "matvecs": int(fg.right), "fg": fg, "gap": 0.0, "steady": None}
+            return {"value": acc, "matvecs": int(fg.right), "fg": fg, "gap": 0.0, "steady": None,
+                    "cumulative": acc2}
         x = step(x)
         k += 1
 
@@ -654,10 +663,10 @@ def transient_pair(Q, p0, t: float, *, eps: float = 1e-12) -> tuple[np.ndarray, 
         The distribution at ``t`` and the expected time spent in each state by ``t``.
     info : dict
         ``uniformisation_rate``, ``fox_glynn``, ``matvecs``, ``truncated_mass`` (the Poisson mass
-        outside the window, ``lost``), ``seconds``. For ``v`` with values in ``[a, b]``,
-        ``|p_t · v - p(t) · v| <= lost (b - a)``; for a reward ``r``,
-        ``|c_t · r - c(t) · r| <= eps (t + right/q) max|r|`` (:func:`cumulative_reward`'s bound:
-        the same series, read forward).
+        outside the window, ``lost``), ``cumulative_bound``, ``seconds``. For ``v`` with values in
+        ``[a, b]``, ``|p_t · v - p(t) · v| <= lost (b - a)``; for a reward ``r``,
+        ``|c_t · r - c(t) · r| <= cumulative_bound max|r|`` with ``cumulative_bound = eps (t + right/q)``
+        (:func:`cumulative_reward`'s bound: the same series, read forward).
 
     Notes
     -----
@@ -683,34 +692,14 @@ def transient_pair(Q, p0, t: float, *, eps: float = 1e-12) -> tuple[np.ndarray, 
     P, q = _uniformised(A)
     if t == 0.0 or P is None:
         return p.copy(), p * t, {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": None,
-                                 "matvecs": 0, "truncated_mass": 0.0, "seconds": time.perf_counter() - t0}
-    rate_time = q * t
-    fg = fox_glynn(rate_time, eps)
-    weights = fg.weights
-    tail = 1.0 - np.cumsum(weights)  # P(N > k) inside the window (1 before it, 0 after)
-    tail[-1] = 0.0
-    step = _Stepper(P.T, products=int(fg.right))
-    x = step.start(p)
-    at = np.zeros_like(x)
-    up_to = np.zeros_like(x)
-    tmp = np.empty_like(x)
-    for k in range(fg.right + 1):  # a loop over the products, not over states
-        if k < fg.left:
-            up_to += x
-        else:
-            w, c = float(weights[k - fg.left]), float(tail[k - fg.left])
-            if w:
-                np.multiply(x, w, out=tmp)
-                at += tmp
-            if c:
-                np.multiply(x, c, out=tmp)
-                up_to += tmp
-        if k < fg.right:
-            x = step(x)
-    up_to /= q
+                                 "matvecs": 0, "truncated_mass": 0.0, "cumulative_bound": 0.0,
+                                 "seconds": time.perf_counter() - t0}
+    step = _Stepper(P.T, products=int(q * t))
+    run = _series(step, step.start(p), q * t, eps, pair=True)
+    fg, at, up_to = run["fg"], run["value"], run["cumulative"] / q
     info = {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": fg.summary(),
             "matvecs": int(fg.right), "truncated_mass": float(fg.total_mass_lost),
-            "seconds": time.perf_counter() - t0}
+            "cumulative_bound": eps * (t + fg.right / q), "seconds": time.perf_counter() - t0}
     if step.trial is not None:
         info["storage"] = step.trial
     return at, up_to, info

@@ -120,7 +120,7 @@ class Compiled:
         self.type, self._text, self.line, self.col, self.value, self.fn = type, text, line, col, value, fn
         #: ``(j, c)`` when the value is the integer state column ``j`` plus the integer constant ``c`` (``x``,
         #: ``x + 1``, ``x - K``): an update ``x' = x + c`` changes ``x`` by ``c`` in every state, which the
-        #: builder applies without evaluating it (:meth:`exactq.prism.builder._Expander._pairs`)
+        #: builder applies without evaluating it (:meth:`exactq.prism.builder._Builder._pairs`)
         self.shift = None
         self.depth = depth  # nested calls of the evaluation: deep ones get room for their recursion
         #: properties and native queries: ``faults(ctx, active, memo)`` raises for an arithmetic fault (a division by
@@ -540,14 +540,11 @@ class _Compiler:
             return value
         depth = 2 + max([head.depth] + [c.depth for _, c, _, _ in steps])
         out = Compiled(acc.type, node, node.line, node.col, fn=run, depth=depth)
-        if acc.type == "int" and head.shift is not None:  # x + 1 - K: the column and one constant
-            j, shift = head.shift
+        if acc.type == "int":  # x + 1 - K: the column and one constant
+            shift = head.shift
             for _, c, op, _ in steps:
-                if op not in ("+", "-") or _int_constant(c) is None:
-                    break
-                shift = shift + _int_constant(c) if op == "+" else shift - _int_constant(c)
-            else:
-                out.shift = (j, shift)
+                shift = _shift_by(shift, op, c)
+            out.shift = shift
         if self.ext:
             out.faults = self._chain_faults(node, head, steps, logic)
         return out
@@ -698,23 +695,20 @@ class _Compiler:
         raise self.err(node, f"unknown function {name!r}")  # pragma: no cover (the parser checks)
 
 
-def _int_constant(c) -> int | None:
-    """The value of an integer constant operand, else None."""
-    if c.const and c.type == "int" and isinstance(c.value, (int, np.integer)) and not isinstance(c.value, bool):
-        return int(c.value)
-    return None
+def _shift_by(shift: tuple[int, int] | None, op: str, c) -> tuple[int, int] | None:
+    """``shift`` (a column plus a constant, :attr:`Compiled.shift`) after ``+ c`` or ``- c`` for an integer
+    constant operand ``c``; None when either is not so."""
+    if shift is None or op not in ("+", "-") or not (c.const and c.type == "int") \
+            or not isinstance(c.value, (int, np.integer)) or isinstance(c.value, bool):
+        return None
+    j, k = shift
+    return j, (k + int(c.value) if op == "+" else k - int(c.value))
 
 
 def _shifted(a, op: str, b) -> tuple[int, int] | None:
     """``(j, c)`` of ``a + b`` or ``a - b`` when one is a column plus a constant and the other an integer
     constant (``K - x`` is not: it negates the column), else None (see :attr:`Compiled.shift`)."""
-    if a.shift is not None and _int_constant(b) is not None:
-        j, c = a.shift
-        return j, (c + _int_constant(b) if op == "+" else c - _int_constant(b))
-    if op == "+" and b.shift is not None and _int_constant(a) is not None:
-        j, c = b.shift
-        return j, c + _int_constant(a)
-    return None
+    return _shift_by(a.shift, op, b) or (_shift_by(b.shift, op, a) if op == "+" else None)
 
 
 class _TypeOnly:
