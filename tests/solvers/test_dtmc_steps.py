@@ -142,3 +142,32 @@ def test_a_step_bounded_reward_query_reads_its_value_from_the_restricted_iterati
     assert c.info["states_iterated"] == i.info["states_iterated"] == 2 * k + 1
     f, = check_properties(model, f'filter(max, R{{"pos"}}=? [ C<={k} ], x={x0})')
     assert "states_iterated" not in f.info and f.value == pytest.approx(cum, rel=1e-13)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_depth_bounded_search_finds_the_states_a_shortest_path_search_finds(seed):
+    """:func:`dtmc._within_depth` (a search by levels) against SciPy's unweighted Dijkstra with a limit."""
+    from scipy.sparse.csgraph import dijkstra
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    A = sp.random(n, n, density=0.04, random_state=rng, format="csr")
+    A.data[rng.random(A.nnz) < 0.1] = 0.0  # stored zeros are no edges
+    A = sp.csr_array(A)
+    starts = rng.random(n) < 0.05
+    starts[0] = True
+    allowed = rng.random(n) < 0.8
+    for k in (0, 1, 2, 5, n):
+        got = dtmc._within_depth(A, starts, k, allowed=allowed)
+        # the reference: edges into allowed states only, from a virtual root joined to the starts
+        rows = np.repeat(np.arange(n), np.diff(A.indptr))
+        e = (A.data > 0) & allowed[A.indices]
+        G = sp.csr_array((np.ones(int(e.sum()) + int(starts.sum())),
+                          (np.r_[rows[e], np.full(starts.sum(), n)], np.r_[A.indices[e], np.flatnonzero(starts)])),
+                         shape=(n + 1, n + 1))
+        want = np.isfinite(dijkstra(G, indices=n, unweighted=True, limit=k + 1.5)[:n])
+        assert np.array_equal(got, want)
+        found = int(np.count_nonzero(want & allowed))
+        assert dtmc._within_depth(A, starts, k, allowed=allowed, cap=found) is not None
+        if found:
+            assert dtmc._within_depth(A, starts, k, allowed=allowed, cap=found - 1) is None
