@@ -428,3 +428,20 @@ def test_instantaneous_and_cumulative_rewards_at_one_time_share_one_forward_pass
         assert r.error_estimate <= 1e-8
     other, = check_properties(model, 'R{"calls"}=? [ I=0.5 ]')  # another time bound: a pass of its own
     assert other.info["forward"]["shared"] is False
+
+
+def test_a_short_series_keeps_a_matrix_held_by_rows():
+    import exactq.solvers.transient as tr
+
+    rng = np.random.default_rng(5)
+    n = 200
+    M = sp.random(n, n, density=0.05, random_state=rng, format="csr")
+    b = rng.random(n)
+    x = rng.random(n)
+    short = tr._Stepper(M, b, products=tr.KEEP_ROWS_PRODUCTS - 1)
+    assert short.order == "rows" and short.M.format == "csr"
+    assert np.allclose(short(x.copy()), M @ x + b, rtol=1e-15, atol=1e-15)
+    longer = tr._Stepper(M, b, products=tr.KEEP_ROWS_PRODUCTS)
+    assert longer.order == "columns"
+    assert np.allclose(longer(x.copy()), short(x.copy()), rtol=1e-14, atol=1e-15)
+    assert tr._Stepper(M.tocsc(), b, products=1).order == "columns"  # held by columns: kept so
