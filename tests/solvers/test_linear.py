@@ -455,6 +455,38 @@ def test_jacobi_first_keeps_jacobi_where_it_converges_and_upgrades_where_it_does
     assert np.all(np.abs(x - ref) <= bound + 1e-9 * np.abs(ref))
 
 
+def test_a_jacobi_trial_that_has_nearly_converged_goes_on_with_jacobi():
+    from exactq.solvers.linear import JACOBI_EXTENSION, JACOBI_ITERATIONS, JacobiFirst, _jacobi_extension
+
+    n = 4000
+    b = np.linspace(0.0, 1.0, n)
+    # off-diagonal 0.4: Jacobi needs about 25 iterations, more than its trial, at a steady rate
+    A = sp.diags([-np.full(n - 1, 0.4), np.ones(n), -np.full(n - 1, 0.4)], [-1, 0, 1], format="csr")
+    prec = JacobiFirst(A)
+    x, info = solve_iterative(A, b, rtol=1e-14, prec=prec)
+    assert info["status"] == 0 and info["preconditioner"] == "jacobi"
+    assert JACOBI_ITERATIONS < info["iterations"] <= JACOBI_ITERATIONS + JACOBI_EXTENSION + 2
+    assert np.linalg.norm(A @ x - b) <= 1e-13 * np.linalg.norm(b)
+    np.testing.assert_allclose(x, spla.spsolve(A.tocsc(), b), rtol=1e-11)
+    # the projection: a residual 1e-12 after 20 iterations from 1 reaches 1e-14 in 4 more at that rate
+    assert _jacobi_extension(1.0, 1e-12, 20, 1e-14) == 4 + 2
+    assert _jacobi_extension(1.0, 1e-2, 20, 1e-14) is None  # 120 more: Gauss-Seidel
+    assert _jacobi_extension(1.0, 2.0, 20, 1e-14) is None  # diverging
+    assert _jacobi_extension(1.0, float("nan"), 20, 1e-14) is None
+
+
+def test_block_triangular_order_asks_its_acceptance_before_verifying():
+    from exactq.solvers.linear import block_triangular_order
+
+    A = sp.csr_matrix([[1.0, -0.5, 0.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 1.0]])
+    seen = []
+    assert block_triangular_order(A, accept=lambda s: seen.append(sorted(s.tolist())) or False) is None
+    assert seen == [[1, 1, 1]]
+    order, sizes = block_triangular_order(A, accept=lambda s: True)
+    want = block_triangular_order(A)
+    assert np.array_equal(order, want[0]) and np.array_equal(sizes, want[1])
+
+
 # ------------------------------------------------------------------ triangular solves without a factorisation
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("binding", [True, False])
