@@ -94,11 +94,19 @@ def _kept_indptr(keep: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     entries of each column summed in place (``np.add.reduceat``), not a cumulative sum over all the entries
     (an int64 copy of them: 0.28 s of fresh memory at 14M entries, a Herman ring of 32,768 states; 12 ms)."""
     n = len(indptr) - 1
-    counts = np.zeros(n, dtype=np.int64)
-    nonempty = np.flatnonzero(np.diff(indptr) > 0)
-    if nonempty.size:
-        # a column's segment ends where the next non-empty column starts (the empty ones between are empty)
-        counts[nonempty] = np.add.reduceat(keep, indptr[nonempty], dtype=np.int64)
+    dropped = np.flatnonzero(~keep)
+    if dropped.size <= keep.size // 8:
+        # few entries dropped (a generator's diagonal, a restriction to nearly every state): each column's count
+        # less the dropped entries found in it (Herman's ring of 15 processes, 14M entries: 0.13 s -> 0.02 s)
+        counts = np.diff(indptr).astype(np.int64)
+        if dropped.size:
+            counts -= np.bincount(np.searchsorted(indptr, dropped, side="right") - 1, minlength=n)
+    else:
+        counts = np.zeros(n, dtype=np.int64)
+        nonempty = np.flatnonzero(np.diff(indptr) > 0)
+        if nonempty.size:
+            # a column's segment ends where the next non-empty column starts (the empty ones between are empty)
+            counts[nonempty] = np.add.reduceat(keep, indptr[nonempty], dtype=np.int64)
     out = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=out[1:])
     return out.astype(indptr.dtype, copy=False) if out[-1] < np.iinfo(indptr.dtype).max else out

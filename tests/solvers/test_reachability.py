@@ -223,10 +223,11 @@ def test_kept_index_pointer_matches_the_cumulative_count_with_empty_columns():
     from exactq.solvers.reachability import _kept_indptr
 
     rng = np.random.default_rng(3)
-    for density in (0.0, 0.05, 0.5):
+    for density, share in [(d, s) for d in (0.0, 0.05, 0.5) for s in (0.6, 0.97, 1.0)]:
+        # (a share above 7/8 kept counts the dropped entries per column instead)
         M = sp.random(40, 40, density=density, format="csc", random_state=rng)
         M = sp.csc_matrix(M)
-        keep = rng.random(M.nnz) < 0.6
+        keep = rng.random(M.nnz) < share
         want = np.concatenate([[0], np.cumsum(keep)])[M.indptr]
         got = _kept_indptr(keep, M.indptr)
         assert np.array_equal(got, want)
