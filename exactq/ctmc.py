@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
+import time
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -740,6 +742,29 @@ _SHIFT_FIRST = 8
 _SHIFT_ROOM = 16
 #: bytes a kept transition holds until the end (source, weight, target key)
 _KEPT_BYTES = 24
+#: moved windows (see _Search._moved): tried once this many rounds in a row had frontiers up to this size (a
+#: shallow search ends before: its rounds are few), from the changes of the rows recorded in the rounds before
+#: (at most _MOVED_SAMPLE transitions of each)
+_MOVED_FRONTIER, _MOVED_AFTER, _MOVED_SAMPLE = 2048, 6, 8192
+#: at most this many distinct changes (more: the changes depend on the state, as resets do, and guess poorly)
+_MOVED_CHANGES = 256
+#: the first number of moves, and the most
+_MOVED_FIRST, _MOVED_MOST = 2, 64
+#: after this many moved windows in a row that did not pay there are no more; a window holds at most this many
+#: times the frontier's states (a MAPK cascade, a repair model, an FMS: 3-10 times, 70-100% of them reached;
+#: a NAND multiplexer: 11-750 times, 14-41% reached)
+_MOVED_TRIES, _MOVED_SPREAD, _MOVED_FIRST_SPREAD = 1, 16, 12
+#: a moved window pays when at least this share of it is reached (a crowds protocol: 36%, a window costs more than
+#: the rounds it saves), it stands for at least two rounds, and it took less time than one more than those rounds;
+#: and the windows are tried only while the frontier at least doubles in two rounds (a thin protocol that walks
+#: along a counter is left to the shifted windows)
+_MOVED_DENSITY = 0.7
+#: and only while the last plain round took at least this long per state of its frontier (its fixed costs dominate:
+#: a repair model's 112 states took 1.2 ms; a protocol's 929 states 0.76 ms, where a window cost ten rounds), and
+#: that frontier had at least a quarter of the states of this one (else the time tells little)
+_MOVED_STATE_SECONDS = 2e-6
+#: at most this many candidate rows formed in one window (rows of the layers times the changes)
+_MOVED_ROWS = 1 << 17
 
 
 class _Search:
@@ -762,6 +787,13 @@ class _Search:
     (:meth:`_shift`) expands instead the states of the next rounds guessed from a
     period of the frontiers (the frontier of ``p`` rounds ago moved by a fixed change),
     with the same check: only what the frontier reaches is kept.
+
+    A *moved window* (:meth:`_moved`) guesses the next rounds from the changes of the
+    variables that the transitions of the last rounds made: the frontier moved by every
+    change seen, ``k`` times over, inside the box. The changes keep the model's
+    invariants (a conservation law, one repairman at a time) that a box ignores, so
+    the guesses of a chemical cascade or a repair model are mostly reachable (a MAPK
+    cascade of 2,172 states: 83-100% of each window kept, 25 rounds down to 12).
     """
 
     def __init__(self, init, expand, names, packing, seed, max_states, keep, what, meter):
@@ -785,6 +817,17 @@ class _Search:
         self.period_misses = 0
         self.band = None  # after a good shifted window: (the last p frontiers moved as far as it went, the change)
         self.window_rounds = 0
+        # moved windows (see _moved): the distinct changes of the rows seen in thin rounds, moves, back-off
+        self.moved_on = bool(getattr(expand, "tolerant", False)) and not self.wide
+        self.changes = None
+        self.moved_thin = 0
+        self.round_seconds = None  # the last plain round's time (a moved window must save more than it costs)
+        self.round_states = 0  # and the states it expanded
+        self.sizes: list = []  # the frontier's sizes two rounds ago, one, and now (moved windows: while it grows)
+        self.moved_k = _MOVED_FIRST
+        self.moved_paid = False
+        self.moved_wait = 0
+        self.moved_fails = 0
         words_all = packing.words(init)
         keys_all = self.key_of(words_all)
         keys, first = _unique_first(keys_all)
@@ -821,6 +864,7 @@ class _Search:
         while len(self.frontier):
             self.rounds += 1
             self.thin = self.thin + 1 if len(self.frontier) <= _THIN_FRONTIER else 0
+            self.moved_thin = self.moved_thin + 1 if len(self.frontier) <= _MOVED_FRONTIER else 0
             if self.progress is not None and time.perf_counter() - last >= PROGRESS_SECONDS:
                 last = time.perf_counter()
                 self.progress(f"exploring {self.what}: {self.n_found:,} states, {self.n_kept:,} transitions, "
@@ -833,7 +877,13 @@ class _Search:
             if self.thin >= _THIN_ROUNDS and (self.windows and self._window() or self.shifts and self._shift()):
                 self.history.clear()  # the next frontier is no breadth-first level: no period to compare with
                 continue
+            sizes = self.sizes = [*self.sizes[-2:], len(self.frontier)]
+            if self.moved_thin >= _MOVED_AFTER and self.changes is not None and len(self.frontier) >= 2 * sizes[0] \
+                    and (self.moved_paid or self._rounds_dear()) and self._moved():
+                continue  # (a period of the frontiers, if any, is still found: a moved frontier merely matches less)
+            t0, self.round_states = time.perf_counter(), len(self.frontier)
             self._bfs_round()
+            self.round_seconds = time.perf_counter() - t0
         return self._finish()
 
     def _keep(self, src, weight, tkeys) -> None:
@@ -858,11 +908,17 @@ class _Search:
     def _bfs_round(self) -> None:
         blocks, extras = self.expand(self.frontier, self.words)
         new_keys, new_words, new_rows = [], [], []
+        sizes = self.sizes
+        record = self.moved_on and self.moved_thin >= _MOVED_AFTER - 1 and len(sizes) == 3 and sizes[-1] >= 2 * sizes[0]
+        changes = []
         for block in blocks:
             src, weight, twords = block[:3]
             rows = block[3] if len(block) > 3 else None  # the target rows, when the expander has them
             twords = np.asarray(twords, dtype=np.int64).reshape(-1, self.W)
             tkeys = self.key_of(twords)
+            if record and len(src):
+                step = -(-len(src) // _MOVED_SAMPLE)
+                changes.append(self._changes(np.asarray(src[::step], dtype=np.int64), twords[::step]))
             if self.keep:
                 itype = np.int32 if self.base + len(self.frontier) < 2**31 else np.int64
                 self._keep(np.asarray(src, dtype=itype) + itype(self.base), weight, tkeys)
@@ -873,7 +929,29 @@ class _Search:
                 new_rows.append(rows)
         self._extras(extras)
         self.base += len(self.frontier)
+        if changes:
+            self._record_changes(changes)
         self._discover(new_keys, new_words, new_rows)
+
+    def _changes(self, src: np.ndarray, twords: np.ndarray) -> tuple:
+        """The distinct changes of the packed word made by transitions ``src -> twords``, and of the rows (from one
+        pair for each: pairs with equal word changes have equal row changes unless a variable wraps, which only
+        makes a guess poorer)."""
+        dw = twords[:, 0] - self.words[src, 0]
+        dw, first = _unique_first(dw)
+        moving = dw != 0
+        first = first[moving]
+        return dw[moving], self.packing.decode(twords[first]) - self.frontier[src[first]]
+
+    def _record_changes(self, changes: list) -> None:
+        if self.changes is not None:
+            changes = [self.changes, *changes]
+        dw, first = _unique_first(np.concatenate([c[0] for c in changes]))
+        if len(dw) > _MOVED_CHANGES:
+            self.moved_on = False  # the changes depend on the state: moved frontiers would guess poorly
+            self.changes = None
+        elif len(dw):
+            self.changes = dw, np.concatenate([c[1] for c in changes])[first]
 
     def _discover(self, new_keys: list, new_words: list, new_rows: list | None = None) -> None:
         """The next frontier: the distinct unseen candidates.
@@ -1123,6 +1201,100 @@ class _Search:
             self.shift_k = max(1, k // 4)
             self.shift_wait = 1 << min(self.shift_fails, 8)
             self.shift_fails += 1
+        return True
+
+    def _rounds_dear(self) -> bool:
+        """Whether the last plain round's fixed costs dominated (:data:`_MOVED_STATE_SECONDS`), on a frontier at
+        least a quarter of this one."""
+        return self.round_seconds is not None and 4 * self.round_states >= len(self.frontier) and \
+            self.round_seconds >= _MOVED_STATE_SECONDS * self.round_states
+
+    def _moved(self) -> bool:
+        """A moved window (see the class docstring); False when none applies (then a BFS round).
+
+        The candidates are the frontier moved by every recorded change, then those
+        moved again, ``k`` times (the layers kept inside the box, distinct, unseen;
+        at most ``max(_WINDOW_MIN, _WINDOW_GROWTH * found)`` of them); they are
+        expanded with the frontier and only what the frontier reaches is kept
+        (:meth:`_expand_window`), so a guess costs time, never correctness. While most
+        of a window is kept the next one moves twice as far; after a poor one the
+        next waits a growing number of rounds, and two in a row below 1/16 end them.
+        """
+        from .budget import BudgetError
+
+        if self.moved_wait > 0:
+            self.moved_wait -= 1
+            return False
+        t0 = time.perf_counter()
+        D = self.changes[1]
+        pk = self.packing
+        spread = _MOVED_SPREAD if self.moved_paid else _MOVED_FIRST_SPREAD  # (a first try is cheap if it fails)
+        cap = min(max(_WINDOW_MIN, _WINDOW_GROWTH * self.n_found), spread * len(self.frontier))
+        per_trans = self.n_kept / max(self.base, 1)
+        per_state = 8 * (3 * self.d + 3 * self.W + 8) + per_trans * 80
+        try:
+            self.meter.need(0, f"{self.what}: {self.n_found} states and {self.n_kept} transitions found so far, "
+                            f"and a window of up to {cap:.0f} states", transient=cap * per_state)
+        except BudgetError:
+            self.moved_on = False
+            self.changes = None
+            return False
+        layer = self.frontier
+        rows_l, keys_l = [], []
+        held = np.zeros(0, dtype=np.int64)  # the sorted keys of the candidates so far
+        formed = 0
+        for _ in range(self.moved_k):
+            formed += len(layer) * len(D)
+            if formed > min(_MOVED_ROWS, 8 * cap):  # (forming and checking the rows is most of a window's cost)
+                break
+            nxt = (layer[:, None, :] + D[None, :, :]).reshape(-1, self.d)
+            inside, w = pk.inside_words(nxt)
+            keys, first = _unique_first(w[inside, 0])
+            nxt = nxt[inside][first]
+            fresh = ~self.seen.contains(keys)
+            if len(held):
+                pos = np.minimum(np.searchsorted(held, keys), len(held) - 1)
+                fresh &= held[pos] != keys
+            keys, nxt = keys[fresh], nxt[fresh]
+            if len(keys) == 0 or len(held) + len(keys) > cap:
+                break
+            rows_l.append(nxt)
+            keys_l.append(keys)
+            held = np.sort(np.concatenate([held, keys]))  # (np.union1d hashes: slower)
+            layer = nxt
+        if not keys_l:
+            self.moved_wait = 1 << min(self.moved_fails, 6)
+            self.moved_fails += 1
+            return False
+        keys = np.concatenate(keys_l)
+        rows = np.concatenate(rows_l)
+        order = np.argsort(keys)
+        keys, rows = keys[order], rows[order]
+        density = self._expand_window(rows, keys[:, None], keys)
+        seconds = time.perf_counter() - t0
+        if density is None:
+            self.moved_on = False
+            self.changes = None
+            return False
+        # the rounds the window stood for: its leading layers that the frontier mostly reached; it paid if it took
+        # less time than that many plain rounds (timed: the choice changes the speed, never the result)
+        depth = 0
+        for k in keys_l:
+            if 2 * np.count_nonzero(self.seen.contains(k)) < len(k):
+                break
+            depth += 1
+        if density >= _MOVED_DENSITY and depth >= 2 and \
+                (self.round_seconds is None or seconds <= (depth + 1) * self.round_seconds):
+            self.moved_k = min(2 * self.moved_k, _MOVED_MOST)
+            self.moved_fails = 0
+            self.moved_paid = True
+        else:
+            self.moved_k = max(_MOVED_FIRST, self.moved_k // 2)
+            self.moved_wait = 1 << min(self.moved_fails, 6)
+            self.moved_fails += 1
+            if self.moved_fails >= _MOVED_TRIES:
+                self.moved_on = False  # the guesses are poor here: plain rounds (and shifted windows) are cheaper
+                self.changes = None
         return True
 
     def _expand_window(self, rows, wwords, wkeys):

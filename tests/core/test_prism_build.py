@@ -329,6 +329,69 @@ endmodule
         quiet_build(load(reach))
 
 
+def _count_moved(monkeypatch):
+    """Make moved windows start whatever the rounds cost, and count those that ran."""
+    import exactq.ctmc as ctmc
+
+    monkeypatch.setattr(ctmc, "_MOVED_STATE_SECONDS", 0.0)
+    ran = []
+    real = ctmc._Search._moved
+
+    def moved(self):
+        out = real(self)
+        ran.append(out)
+        return out
+
+    monkeypatch.setattr(ctmc._Search, "_moved", moved)
+    return ran
+
+
+@pytest.mark.parametrize("case, size", [("mapk_cascade", 2), ("cluster", 8), ("fms", 2)])
+def test_moved_windows_and_plain_rounds_build_the_same_chain(monkeypatch, case, size):
+    import exactq.ctmc as ctmc
+    import prism_models_extra
+
+    text, consts, _ = getattr(prism_models_extra if case == "mapk_cascade" else ctmc_cases, case)(size)
+    ran = _count_moved(monkeypatch)
+    moved = quiet_build(load_prism("m.sm", consts, text=text))
+    assert any(ran)  # the windows ran
+    monkeypatch.setattr(ctmc, "_MOVED_AFTER", 10**9)
+    del ran[:]
+    plain = quiet_build(load_prism("m.sm", consts, text=text))
+    assert not ran
+    assert np.array_equal(moved.chain.states, plain.chain.states)
+    assert abs(moved.chain.Q - plain.chain.Q).max() == 0
+    assert moved.n_transitions == plain.n_transitions
+    assert np.array_equal(moved.chain.jumps, plain.chain.jumps)
+    for k in plain.rewards:
+        np.testing.assert_array_equal(moved.rewards[k].rate(), plain.rewards[k].rate())
+
+
+_SIMPLEX = """ctmc
+module m
+  x : [0..40] init 0; y : [0..40] init 0; z : [0..40] init 0;
+  [] x + y + z < 24 -> 1 : (x'=x+1);
+  [] x + y + z < 24 -> 2 : (y'=y+1);
+  [] x + y + z < 24 -> 3 : (z'=z+1);
+  [] x + y + z > 25 -> 25 - x - y - z : (x'=0);
+endmodule
+"""
+
+
+def test_an_error_in_an_unreachable_guess_of_a_moved_window_is_not_raised(monkeypatch):
+    # the states x + y + z <= 24 are reachable; the moved frontier guesses beyond, where the rate is negative
+    import exactq.ctmc as ctmc
+
+    monkeypatch.setattr(ctmc, "_WINDOW_DENSITY", 1e-12)  # no windows over boxes (they would take this chain)
+    ran = _count_moved(monkeypatch)
+    built = quiet_build(load(_SIMPLEX))
+    assert any(ran)
+    assert built.n_states == 25 * 26 * 27 // 6  # the lattice points of the simplex x + y + z <= 24
+    reach = _SIMPLEX.replace("< 24", "< 30")
+    with pytest.raises(PrismModelError, match=r"the rate 25 - x - y - z evaluates to -1 in state"):
+        quiet_build(load(reach))
+
+
 # ------------------------------------------------------------------ budgets and init blocks
 def test_exploration_beyond_the_memory_budget_is_one_line(monkeypatch):
     text, consts, _ = dtmc_cases.herman(9)
