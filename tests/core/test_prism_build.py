@@ -306,12 +306,17 @@ def test_windows_and_plain_rounds_build_the_same_chain(monkeypatch):
     with_windows = quiet_build(load(text, "c=15"))
     monkeypatch.setattr(ctmc, "_THIN_ROUNDS", 10**9)
     plain = quiet_build(load(text, "c=15"))
-    assert np.array_equal(with_windows.chain.states, plain.chain.states)
-    assert abs(with_windows.chain.Q - plain.chain.Q).max() == 0
-    assert with_windows.n_transitions == plain.n_transitions
-    assert np.array_equal(with_windows.chain.jumps, plain.chain.jumps)
-    for k in plain.rewards:
-        np.testing.assert_array_equal(with_windows.rewards[k].rate(), plain.rewards[k].rate())
+    assert_same_chain(with_windows, plain)
+
+
+def assert_same_chain(a, b):
+    """Two builds of one model agree exactly: states, rates, transitions, jumps and rewards."""
+    assert np.array_equal(a.chain.states, b.chain.states)
+    assert abs(a.chain.Q - b.chain.Q).max() == 0
+    assert a.n_transitions == b.n_transitions
+    assert np.array_equal(a.chain.jumps, b.chain.jumps)
+    for k in b.rewards:
+        np.testing.assert_array_equal(a.rewards[k].rate(), b.rewards[k].rate())
 
 
 def test_an_error_in_an_unreachable_state_of_a_window_is_not_raised():
@@ -359,12 +364,7 @@ def test_moved_windows_and_plain_rounds_build_the_same_chain(monkeypatch, case, 
     del ran[:]
     plain = quiet_build(load_prism("m.sm", consts, text=text))
     assert not ran
-    assert np.array_equal(moved.chain.states, plain.chain.states)
-    assert abs(moved.chain.Q - plain.chain.Q).max() == 0
-    assert moved.n_transitions == plain.n_transitions
-    assert np.array_equal(moved.chain.jumps, plain.chain.jumps)
-    for k in plain.rewards:
-        np.testing.assert_array_equal(moved.rewards[k].rate(), plain.rewards[k].rate())
+    assert_same_chain(moved, plain)
 
 
 _SIMPLEX = """ctmc
