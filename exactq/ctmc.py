@@ -17,10 +17,9 @@ type the stationary solvers return and the models map to their measures.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
-
-import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -858,8 +857,6 @@ class _Search:
     progress = None
 
     def run(self) -> Explored:
-        import time
-
         last = time.perf_counter()
         while len(self.frontier):
             self.rounds += 1
