@@ -144,10 +144,14 @@ def test_a_step_bounded_reward_query_reads_its_value_from_the_restricted_iterati
     assert "states_iterated" not in f.info and f.value == pytest.approx(cum, rel=1e-13)
 
 
+@pytest.mark.parametrize("levels", [1, 3, dtmc.SEARCH_LEVELS])
 @pytest.mark.parametrize("seed", range(6))
-def test_the_depth_bounded_search_finds_the_states_a_shortest_path_search_finds(seed):
-    """:func:`dtmc._within_depth` (a search by levels) against SciPy's unweighted Dijkstra with a limit."""
+def test_the_depth_bounded_search_finds_the_states_a_shortest_path_search_finds(seed, levels, monkeypatch):
+    """:func:`dtmc._within_depth` (a search by levels, the deeper levels in one shortest-path call) against
+    SciPy's unweighted Dijkstra with a limit from a virtual root."""
     from scipy.sparse.csgraph import dijkstra
+
+    monkeypatch.setattr(dtmc, "SEARCH_LEVELS", levels)
 
     rng = np.random.default_rng(seed)
     n = 60
@@ -157,7 +161,7 @@ def test_the_depth_bounded_search_finds_the_states_a_shortest_path_search_finds(
     starts = rng.random(n) < 0.05
     starts[0] = True
     allowed = rng.random(n) < 0.8
-    for k in (0, 1, 2, 5, n):
+    for k in (0, 1, 2, 5, 8, n):
         got = dtmc._within_depth(A, starts, k, allowed=allowed)
         # the reference: edges into allowed states only, from a virtual root joined to the starts
         rows = np.repeat(np.arange(n), np.diff(A.indptr))
