@@ -317,9 +317,7 @@ def _on_reachable(A: sp.csr_array, sources, k: int, rows: np.ndarray | None, b: 
     idx = np.flatnonzero(near)
     step = _step_operator(A[idx][:, idx].tocsr(), None if rows is None else rows[idx],
                           None if b is None else b[idx], k)
-    y = step.start(x0[idx])
-    for _ in range(k):
-        y = step(y)
+    y = step.steps(step.start(x0[idx]), k)
     return _spread(A.shape[0], idx, y), {"method": "step iteration", "matvecs": k,
                                          "states_iterated": int(idx.size), "seconds": time.perf_counter() - t0}
 
@@ -345,8 +343,8 @@ def _step_bounded_until(A: sp.csr_array, left: np.ndarray, right: np.ndarray, k:
         slack = float(uinfo.get("residual", 0.0)) + 8 * np.finfo(float).eps
     step = _step_operator(A, go, base, k)
     x = step.start(x)
-    for i in range(k):  # a loop over steps, not states
-        if u is not None and i % DETECT_EVERY == 0:
+    for i in range(0, k, DETECT_EVERY if u is not None else max(k, 1)):  # blocks of steps, not states
+        if u is not None:
             gap = float(np.max(u - x, initial=0.0)) + slack
             if gap <= 1e-12 / 2:
                 return x, {"method": "step iteration", "matvecs": i, "seconds": time.perf_counter() - t0,
@@ -354,7 +352,7 @@ def _step_bounded_until(A: sp.csr_array, left: np.ndarray, right: np.ndarray, k:
                            "steady_state_detection": {"steps": i, "gap_to_limit": gap,
                                                       "rule": "x_i increases to the unbounded-until probability; "
                                                               "stopped within eps of it"}}
-        x = step(x)  # base + go * (A @ x)
+        x = step.steps(x, min(k - i, DETECT_EVERY) if u is not None else k)  # base + go * (A @ x)
     return x.copy(), {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
 
 
@@ -426,9 +424,7 @@ def step_values(P, values, steps, *, keep=None, eps: float = 1e-12, solver: str 
                                     "error_bound": sinfo["gap_to_limit"], "seconds": time.perf_counter() - t0,
                                     "steady_state_detection": sinfo}
     step = _step_operator(A, mask, None, k)
-    z = step.start(z)
-    for _ in range(k):
-        z = step(z)  # mask * (A @ z)
+    z = step.steps(step.start(z), k)  # mask * (A @ z), k times
     return z.copy(), {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
 
 
@@ -474,9 +470,7 @@ def step_cumulative(P, reward, steps, *, eps: float = 1e-12, solver: str = "auto
             return x, {"method": "step iteration", "matvecs": sinfo["steps"], "error_bound": sinfo["error_bound"],
                        "seconds": time.perf_counter() - t0, "steady_state_detection": sinfo}
     step = _step_operator(A, None, r, k)
-    x = step.start(np.zeros(n))
-    for _ in range(k):
-        x = step(x)  # r + A @ x
+    x = step.steps(step.start(np.zeros(n)), k)  # r + A @ x, k times
     return x.copy(), {"method": "step iteration", "matvecs": k, "seconds": time.perf_counter() - t0}
 
 

@@ -342,6 +342,7 @@ class _Stepper:
     def __init__(self, M, b: np.ndarray | None = None, *, products: int | None = None):
         self.b = None if b is None or not np.any(b) else np.ascontiguousarray(b, dtype=float)
         self.trial = None
+        self._bound = None  # (M, product, its arguments), made on the first call
         if (products is not None and products < KEEP_ROWS_PRODUCTS and _csr_matvec is not None
                 and sp.issparse(M) and M.format == "csr"):
             # a short series on a matrix held by rows: the gather, without the conversion to columns (which costs
@@ -386,14 +387,39 @@ class _Stepper:
         if self.kernel is None and self.order != "diagonals":  # pragma: no cover
             y = self.M @ x
             return y + self.b if self.b is not None else y
+        if self._bound is None or self._bound[0] is not self.M:
+            self._bound = (self.M, *_bound_product(self.kernel, self.M))
+        _, f, args = self._bound
         y = self.spare
         if self.b is None:
             y.fill(0.0)
         else:
             np.copyto(y, self.b)
-        _product(self.kernel, self.M, x, y)
+        f(*args, x, y)
         self.spare = x
         return y
+
+    def steps(self, x: np.ndarray, count: int) -> np.ndarray:
+        """``count`` calls in a row: the same products into the same buffers as ``count`` calls, without a call's
+        look-ups each (240 states: 3.2 -> 1.6 us a product)."""
+        if count <= 0:
+            return x
+        if self.kernel is None and self.order != "diagonals":  # pragma: no cover
+            for _ in range(count):
+                x = self(x)
+            return x
+        x = self(x)  # binds the product
+        _, f, args = self._bound
+        b, y = self.b, self.spare
+        for _ in range(count - 1):  # a loop over products, not over states
+            if b is None:
+                y.fill(0.0)
+            else:
+                np.copyto(y, b)
+            f(*args, x, y)
+            x, y = y, x
+        self.spare = y
+        return x
 
 
 def _diagonals(R: sp.csr_matrix):
@@ -409,13 +435,20 @@ def _diagonals(R: sp.csr_matrix):
     return D if D.offsets.size == offsets.size else None
 
 
-def _product(kernel, M, x: np.ndarray, y: np.ndarray) -> None:
-    """``y += M x`` by SciPy's compiled product: ``kernel`` (``csr_matvec``/``csc_matvec``) on a compressed ``M``,
-    or, with ``kernel=None``, ``dia_matvec`` on ``M`` stored by diagonals."""
+def _bound_product(kernel, M):
+    """``(f, args)`` with ``f(*args, x, y)`` doing ``y += M x`` by SciPy's compiled product: ``kernel``
+    (``csr_matvec``/``csc_matvec``) on a compressed ``M``, or, with ``kernel=None``, ``dia_matvec`` on ``M``
+    stored by diagonals. The arguments are read once: a series of a thousand products on a small chain paid
+    ~1 us a product for the shape and array look-ups, as much as the product itself at 240 states."""
     if kernel is None:
-        _dia_matvec(M.shape[0], M.shape[1], M.offsets.size, M.data.shape[1], M.offsets, M.data, x, y)
-    else:
-        kernel(M.shape[0], M.shape[1], M.indptr, M.indices, M.data, x, y)
+        return _dia_matvec, (M.shape[0], M.shape[1], M.offsets.size, M.data.shape[1], M.offsets, M.data)
+    return kernel, (M.shape[0], M.shape[1], M.indptr, M.indices, M.data)
+
+
+def _product(kernel, M, x: np.ndarray, y: np.ndarray) -> None:
+    """``y += M x`` (see :func:`_bound_product`)."""
+    f, args = _bound_product(kernel, M)
+    f(*args, x, y)
 
 
 def _restricted_uniformisation(A: sp.csr_array, rows: np.ndarray, fixed: np.ndarray | None = None):
@@ -513,14 +546,24 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
     window), ``gap`` (the completion's error bound, 0 without detection), ``steady``,
     and ``cumulative`` (the second sum with ``pair``, else None).
     """
+    from scipy.linalg.blas import daxpy as axpy  # y <- a x + y in place on contiguous float64 vectors
+
     lo = _window_start(rate_time, eps)
     fg = coef = tails = None
-    acc = np.zeros_like(x)
-    acc2 = np.zeros_like(x) if pair else None
+    # float64 and contiguous, as daxpy updates in place only such a vector (it would return a copy of another)
+    acc = np.zeros(x.shape[0])
+    acc2 = np.zeros(x.shape[0]) if pair else None
     tmp = np.empty_like(x)
     used = 0.0
     k = 0
+    plain = not cumulative and not pair  # before the window such a series only makes products
     while True:  # a loop over the products, not over states
+        if plain and fg is None and k < lo and (limit is None or k % DETECT_EVERY):
+            # up to the window or the next detection in one run of products (the same products, fewer tests)
+            skip = lo - k if limit is None else min(lo - k, DETECT_EVERY - k % DETECT_EVERY)
+            x = step.steps(x, skip)
+            k += skip
+            continue
         if fg is None and k >= lo:
             fg = fox_glynn(rate_time, eps)
             tails = 1.0 - np.cumsum(fg.weights)  # P(N > k) inside the window
@@ -543,16 +586,14 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
         if fg is not None and k >= fg.left:
             c = float(coef[k - fg.left])
             if c:
-                np.multiply(x, c, out=tmp)
-                acc += tmp
+                axpy(x, acc, a=c)  # acc += c x in place, one BLAS call (two NumPy ones cost 4x as much)
                 used += c
             if pair and tails[k - fg.left]:
-                np.multiply(x, float(tails[k - fg.left]), out=tmp)
-                acc2 += tmp
+                axpy(x, acc2, a=float(tails[k - fg.left]))
         elif cumulative:
-            acc += x
+            axpy(x, acc, a=1.0)
         elif pair:
-            acc2 += x
+            axpy(x, acc2, a=1.0)
         if fg is not None and k >= fg.right:
             return {"value": acc, "matvecs": int(fg.right), "fg": fg, "gap": 0.0, "steady": None,
                     "cumulative": acc2}

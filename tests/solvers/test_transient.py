@@ -445,3 +445,28 @@ def test_a_short_series_keeps_a_matrix_held_by_rows():
     assert longer.order == "columns"
     assert np.allclose(longer(x.copy()), short(x.copy()), rtol=1e-14, atol=1e-15)
     assert tr._Stepper(M.tocsc(), b, products=1).order == "columns"  # held by columns: kept so
+
+
+@pytest.mark.parametrize("with_b", [False, True])
+@pytest.mark.parametrize("products", [1, 100, 5000])  # by rows, by columns, after a trial (diagonals allowed)
+def test_a_run_of_steps_makes_the_products_that_single_calls_make(products, with_b):
+    """:meth:`_Stepper.steps` against repeated calls and against ``M @ x + b`` in exact arithmetic's stead
+    (a dense power series, to rounding), with the buffers left as the calls leave them."""
+    import exactq.solvers.transient as tr
+
+    rng = np.random.default_rng(11)
+    n = 120
+    M = sp.diags([rng.random(n - 1) / 3, rng.random(n) / 3, rng.random(n - 3) / 3], [-1, 0, 3], format="csr")
+    b = rng.random(n) if with_b else None
+    x0 = rng.random(n)
+    one, run = tr._Stepper(M, b, products=products), tr._Stepper(M, b, products=products)
+    x = one.start(x0)
+    for _ in range(7):
+        x = one(x)
+    y = run.steps(run.start(x0), 7)
+    want = x0.copy()
+    for _ in range(7):
+        want = M @ want + (0 if b is None else b)
+    assert np.array_equal(x, y) and np.allclose(y, want, rtol=1e-14, atol=1e-15)
+    assert np.array_equal(one(x), run(y))  # the next call's buffers are as after single calls
+    assert run.steps(y, 0) is y
