@@ -495,17 +495,30 @@ def _mass_estimate(Q: sp.csr_matrix, sweeps: int = 3, x0: np.ndarray | None = No
     return _MassSweeps(Q).run(x0, sweeps)
 
 
+def _part(A: sp.csr_matrix, rows: np.ndarray, keep: np.ndarray, scale: float = 1.0) -> sp.csr_matrix:
+    """The entries of the canonical ``A`` where ``keep`` (one flag per stored entry; ``rows`` their rows), times
+    ``scale``."""
+    indptr = np.zeros(A.shape[0] + 1, dtype=A.indptr.dtype)
+    np.cumsum(np.bincount(rows[keep], minlength=A.shape[0]), out=indptr[1:])
+    out = sp.csr_matrix((A.data[keep] * scale, A.indices[keep], indptr), shape=A.shape)
+    out.has_canonical_format = True
+    return out
+
+
 class _MassSweeps:
     """The sweeps of :func:`_mass_estimate` on one generator (its triangles prepared once)."""
 
     def __init__(self, Q: sp.csr_matrix):
-        QT = Q.T.tocsr()
+        QT = sp.csr_matrix(Q.T)
+        QT.sum_duplicates()
         d = -QT.diagonal()
-        D = sp.diags(d, format="csr")
-        self.lower = sp.tril(QT, k=-1, format="csr")
-        self.upper = sp.triu(QT, k=1, format="csr")
-        A_fwd = (D - self.lower).tocsr()
-        A_bwd = (D - self.upper).tocsr()
+        # the four triangles cut from Q^T's entries by one comparison each (D - L is -Q^T on and below the
+        # diagonal): tril, triu and two differences with a diagonal matrix took 0.9 ms at 4,600 states
+        rows = np.repeat(np.arange(QT.shape[0], dtype=QT.indices.dtype), np.diff(QT.indptr))
+        self.lower = _part(QT, rows, QT.indices < rows)
+        self.upper = _part(QT, rows, QT.indices > rows)
+        A_fwd = _part(QT, rows, QT.indices <= rows, -1.0)
+        A_bwd = _part(QT, rows, QT.indices >= rows, -1.0)
         self.n = Q.shape[0]
         if np.all(d > 0):
             # SuperLU's triangular solves on the triangles themselves (no factorisation, no fill, no pivoting),

@@ -295,3 +295,29 @@ def test_a_poor_first_reference_state_is_recovered_from_without_running_the_iter
     assert np.abs(r.pi - exact).sum() < 1e-10
     assert len(r.info.get("recovery", [])) <= 3, r.info.get("recovery")
     assert seconds < 60  # (generous: a stagnating run used to go on for minutes at larger C)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 200])
+def test_the_sweeps_triangles_are_the_triangles_of_the_transposed_generator(n):
+    """:class:`_MassSweeps` cuts its four triangles from Q^T by one comparison each; against SciPy's tril/triu
+    (empty rows included: a state without entries in a triangle)."""
+    from exactq.solvers.stationary import _MassSweeps
+
+    rng = np.random.default_rng(n)
+    R = sp.random(n, n, density=0.05, random_state=rng, format="csr")
+    R.setdiag(0)
+    R.eliminate_zeros()
+    Q = sp.csr_matrix(R - sp.diags(np.asarray(R.sum(axis=1)).ravel() + 1.0))
+    s = _MassSweeps(Q)
+    QT = Q.T.tocsr()
+    D = sp.diags(QT.diagonal())
+    assert abs(s.lower - sp.tril(QT, -1)).max() == 0 if n > 1 else s.lower.nnz == 0
+    assert abs(s.upper - sp.triu(QT, 1)).max() == 0 if n > 1 else s.upper.nnz == 0
+    x = rng.random(n)
+    # the forward solve is (D - L) y = b with D = -diag(Q^T): check it solves that system
+    b = rng.random(n)
+    y = s.solves[0](b)
+    assert np.allclose((-D - sp.tril(QT, -1)) @ y, b, rtol=1e-12, atol=1e-12)
+    y = s.solves[1](b)
+    assert np.allclose((-D - sp.triu(QT, 1)) @ y, b, rtol=1e-12, atol=1e-12)
+    assert np.all(np.isfinite(s.run(x, 2)))
