@@ -101,13 +101,18 @@ def gth(A: np.ndarray) -> np.ndarray:
     >>> gth(np.array([[-1.0, 1.0], [2.0, -2.0]])).tolist()
     [0.6666666666666666, 0.3333333333333333]
     """
-    P = np.array(A, dtype=float)
+    from scipy.linalg.blas import dger
+
+    # by columns, so that each step's rank-one update is BLAS's dger on a column-major block (a copy in and out,
+    # still 1.7-2x faster than NumPy's outer product and sum: 160 states 1.70 -> 0.97 ms, 400 20.2 -> 9.5 ms;
+    # the same non-negative terms, equal to rounding)
+    P = np.array(A, dtype=float, order="F")
     n = P.shape[0]
     np.fill_diagonal(P, 0.0)
     for k in range(n - 1, 0, -1):
         col = P[:k, k]
         col /= P[k, :k].sum()
-        P[:k, :k] += col[:, None] * P[k, :k]
+        P[:k, :k] = dger(1.0, col, P[k, :k], a=P[:k, :k])
     # back substitution pi_k = sum_{j<k} pi_j P_jk: one triangular solve of (I - U)^T pi = e_0 with U the
     # strict upper triangle (its off-diagonal entries are -P_jk <= 0, so the solve only adds non-negative
     # terms, as the loop below does; 160 states: 3.1 ms against 4.2 ms), unless it overflows
