@@ -17,7 +17,9 @@ This module decides *how* to solve them, before doing it:
     the separators' dense blocks, ``sum s^2`` entries and ``(2/3) sum s^3`` flops
     (George 1973: on a lattice the separator blocks of a nested-dissection factor are
     dense, so on a full box these are lower bounds; on the irregular state spaces of
-    PRISM models a separator may fall apart, so they are estimates); otherwise the
+    PRISM models a separator may fall apart, so they are estimates); for a system that
+    is triangular but for a few feedback states (rounds that restart from one state), the
+    fill with those states last (:func:`_feedback`); otherwise the
     envelope of the reverse Cuthill-McKee ordering
     (:func:`scipy.sparse.csgraph.reverse_cuthill_mckee`), which bounds the fill of an
     LU in that ordering (George & Liu, *Computer Solution of Large Sparse Positive
@@ -207,8 +209,9 @@ class LUPrediction:
     flops : float
         Predicted floating-point operations.
     kind : str
-        ``"nested dissection"`` (from the separators), ``"envelope"`` (reverse
-        Cuthill-McKee) or ``"small"`` (not predicted: the system is small).
+        ``"nested dissection"`` (from the separators), ``"feedback"`` (a few
+        feedback states last), ``"envelope"`` (reverse Cuthill-McKee) or ``"small"``
+        (not predicted: the system is small).
     how : str
         How the prediction was made (one line).
     """
