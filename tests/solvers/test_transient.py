@@ -470,3 +470,39 @@ def test_a_run_of_steps_makes_the_products_that_single_calls_make(products, with
     assert np.array_equal(x, y) and np.allclose(y, want, rtol=1e-14, atol=1e-15)
     assert np.array_equal(one(x), run(y))  # the next call's buffers are as after single calls
     assert run.steps(y, 0) is y
+
+
+@pytest.mark.parametrize("with_b", [False, True])
+def test_long_runs_on_a_small_chain_are_made_by_dense_powers_equal_to_the_products(with_b):
+    """A run of thousands of products on a few hundred states goes by the cached M^(2^j) (binary digits of the
+    count); the same vector as the products one by one, to rounding, and the buffers stay usable."""
+    import exactq.solvers.transient as tr
+
+    rng = np.random.default_rng(5)
+    n = 150
+    P = sp.random(n, n, density=0.05, random_state=rng, format="csr")
+    P = sp.diags(0.9 / np.maximum(np.asarray(P.sum(axis=1)).ravel(), 1e-300)) @ P  # substochastic
+    b = rng.random(n) * 0.1 if with_b else None
+    x0 = rng.random(n)
+    count = 50_000
+    fast = tr._Stepper(P.tocsr(), b, products=count)
+    y = fast.steps(fast.start(x0), count)
+    assert isinstance(fast._powers, list) and len(fast._powers) == count.bit_length()
+    plain = tr._Stepper(P.tocsr(), b, products=count)
+    plain._powers = False  # the products one by one
+    want = plain.steps(plain.start(x0), count)
+    assert np.allclose(y, want, rtol=1e-12, atol=1e-300)
+    assert np.allclose(fast(y).copy(), plain(want.copy()).copy(), rtol=1e-12, atol=1e-300)  # the next product
+    assert fast.steps(y, 3) is not None and fast._powers  # short runs: the products (the powers stay cached)
+
+
+def test_dense_powers_are_not_used_where_their_cost_is_higher():
+    import exactq.solvers.transient as tr
+
+    n = tr.POWER_MAX_STATES + 1
+    big = tr._Stepper(sp.identity(n, format="csr") * 0.5, products=100_000)
+    big.steps(big.start(np.ones(n)), 1000)
+    assert big._powers is False
+    short = tr._Stepper(sp.identity(200, format="csr") * 0.5, products=64)
+    short.steps(short.start(np.ones(200)), 64)  # 64 products do not repay the squarings
+    assert short._powers is False
