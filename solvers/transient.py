@@ -435,7 +435,6 @@ class _Stepper:
         self.spare = y
         return x
 
-
     def _powers_pay(self, count: int) -> bool:
         """Whether runs of ``count`` products are cheaper by the dense powers (decided once, by the cost model of
         :data:`POWER_MATVEC_SECONDS`, for the series's ``products`` in runs of ``count``)."""
