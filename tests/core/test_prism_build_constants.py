@@ -21,12 +21,23 @@ from exactq.prism.builder import build_model
 
 
 def build(text, *, constants=True):
+    """The built model, with the builder's largest jumps per variable (what its windows grow by) as ``.seen``."""
+    made = []
+
+    class Recorded(builder._Builder):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(builder, "_Builder", Recorded)
         if not constants:
-            mp.setattr(builder._Builder, "_constants", lambda self, u: (None, None, None, u.assigns))
+            mp.setattr(Recorded, "_constants", lambda self, u: (None, None, None, u.assigns))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrismWarning)  # RESET enables two choices in some states
-            return build_model(load_prism("m.pm", text=text).info)
+            out = build_model(load_prism("m.pm", text=text).info)
+    out.seen = made[0].jumps.tolist()
+    return out
 
 
 def assert_same(a, b):
@@ -37,6 +48,7 @@ def assert_same(a, b):
     np.testing.assert_array_equal(M.toarray(), N.toarray())
     if getattr(a.chain, "jumps", None) is not None:
         assert np.array_equal(a.chain.jumps, b.chain.jumps)
+    assert a.seen == b.seen
 
 
 # constants on the first column, on the last, on runs of consecutive columns and on single
@@ -69,7 +81,8 @@ def test_constant_assignments_build_the_same_chain(kind):
     fast, slow = build(text), build(text, constants=False)
     assert fast.n_states == slow.n_states > 50
     assert_same(fast, slow)
-    if kind == "ctmc":  # the largest jump per variable (nested dissection's separators) as well
+    assert fast.seen[:4] == [3, 1, 4, 4]  # a0: 5 -> 2, a2: 3 -> -1, a3: 4 -> 0
+    if kind == "ctmc":  # the chain's own (nested dissection's separators) as well
         assert fast.chain.jumps is not None and fast.chain.jumps.tolist()[:4] == [3, 1, 4, 4]
     else:
         assert np.allclose(np.asarray(fast.chain.P.sum(axis=1)).ravel(), 1.0)
