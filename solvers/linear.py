@@ -487,10 +487,11 @@ class Triangle:
     factorised as before.
     """
 
-    def __init__(self, M: sp.spmatrix, *, lower: bool):
-        # K = M (lower) or M^T (upper) in CSC: M's CSC, or M's CSR transposed (a view of its arrays)
+    def __init__(self, M: sp.spmatrix, *, lower: bool, own: bool = False):
+        # K = M (lower) or M^T (upper) in CSC: M's CSC, or M's CSR transposed (a view of its arrays). ``own``: M's
+        # arrays are the caller's to give away (scaled in place, not copied)
         K = sp.csc_matrix(M, dtype=float) if lower else sp.csr_matrix(M, dtype=float).T
-        K = sp.csc_matrix((K.data.copy(), K.indices, K.indptr), shape=K.shape)
+        K = sp.csc_matrix((K.data if own else K.data.copy(), K.indices, K.indptr), shape=K.shape)
         K.sum_duplicates()
         d = K.diagonal()
         if np.any(d == 0):
@@ -1012,6 +1013,12 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
     order, sizes = found
     smax = float(sizes.max())
     pred = predicted(sizes)
+    if smax == 1:
+        # every component one state: in the reverse order A is upper triangular, and its CSR, transposed, is the
+        # lower CSC that SuperLU's triangular solve takes (Triangle), with no conversion to CSC and no copy: less
+        # fresh memory, which a fresh process pays for in page faults (nand N=30, K=3, R=? [F fin], 336,854
+        # unknowns, in fresh processes, median of 3: 0.211 s against 0.234 s in the lower order)
+        order = order[::-1]
     T = _permuted(A, order)
     if np.any(T.diagonal() <= 0):
         return None  # not an M-matrix system with a positive diagonal: the general path says what is wrong
@@ -1019,12 +1026,12 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
         x = np.empty(n)
         v = np.empty(n)
         if smax == 1:
-            # every component one state: T itself is lower triangular, solved by SuperLU's triangular solve on it
-            # (Triangle; nand N=20, K=2, 46,129 unknowns, both right-hand sides: 0.005 s, against 0.011 s by
-            # spsolve_triangular and 0.024 s for SuperLU's factorisation of the same triangle)
-            tri = Triangle(T, lower=True)
-            x[order], v[order] = tri.solve(b[order]), tri.solve(np.ones(n))
+            # T itself is triangular, solved by SuperLU's triangular solve on it (Triangle; nand N=20, K=2, 46,129
+            # unknowns, both right-hand sides: 0.005 s, against 0.011 s by spsolve_triangular and 0.024 s for
+            # SuperLU's factorisation of the same triangle)
             lu_nnz = int(T.nnz)
+            tri = Triangle(T, lower=False, own=True)  # (T's arrays are _permuted's own copies)
+            x[order], v[order] = tri.solve(b[order]), tri.solve(np.ones(n))
         else:
             # batched inverses of the diagonal blocks and a unit triangular solve (stop 28) were slower than this
             # LU without pivoting in the block order: crowds TotalRuns=5, CrowdSize=10, 40,041 unknowns in blocks

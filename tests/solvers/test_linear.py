@@ -449,8 +449,11 @@ def test_an_acyclic_system_is_solved_by_the_triangular_solve_with_its_certificat
         raise AssertionError("SuperLU was called on a triangular system")
 
     monkeypatch.setattr(L.spla, "splu", no_lu)
+    kept = A.copy()
     x, info = solve_mmatrix(A, b)
     assert "block triangular" in info["solver"]["why"] and info["solver"]["lu_nnz"] == A.nnz
+    # the triangle is scaled in place: in a copy of its own (the reverse order's rows), never in the caller's A
+    assert (A != kept).nnz == 0 and np.array_equal(A.indices, kept.indices)
     np.testing.assert_allclose(x, exact, rtol=1e-12)
     assert np.all(np.abs(x - exact) <= info["bound_vector"] + 1e-15)
 
