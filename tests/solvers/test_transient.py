@@ -430,6 +430,45 @@ def test_instantaneous_and_cumulative_rewards_at_one_time_share_one_forward_pass
     assert other.info["forward"]["shared"] is False
 
 
+def test_rewards_at_earlier_times_are_read_from_a_forward_pass_projections(tmp_path, monkeypatch):
+    """A forward pass projects its iterates onto every reward structure's vectors: a later I=s or C<=s reward at
+    a time whose Fox-Glynn window the pass covers is read from them with no product, with the values of a pass of
+    its own (to rounding) and the closed forms of the M/M/infinity queue started empty; a time beyond the pass
+    makes a pass of its own."""
+    import exactq
+    import exactq.solvers.csl as csl
+    from exactq.api import check_properties
+
+    monkeypatch.setattr(csl, "FORWARD_RECORD_MIN_STATES", 0)  # (the default records on 10,000 states and more)
+    monkeypatch.setattr(csl, "FORWARD_VECTOR_SHARE", 10.0)  # room for both structures (by default nnz/2n: one)
+    path = tmp_path / "cell.sm"
+    path.write_text(CELL.replace("N = 3000", "N = 300") + 'rewards "busy" calls >= 80 : 1; endrewards\n')
+    model = exactq.load_prism(str(path))
+    first, = check_properties(model, 'R{"calls"}=? [ C<=1 ]')
+    assert first.info["forward"]["shared"] is False and first.info["matvecs"] > 0
+    texts = ['R{"calls"}=? [ I=0.5 ]', 'R{"calls"}=? [ C<=0.25 ]', 'R{"busy"}=? [ I=0.75 ]', 'R{"calls"}=? [ I=0.9 ]']
+    read = check_properties(model, "\n".join(texts))
+    for r in read:
+        assert r.info["matvecs"] == 0 and "projections" in r.info["forward"]["rule"]
+    assert read[0].value == pytest.approx(70 * (1 - math.exp(-0.5)), rel=1e-11)
+    assert read[1].value == pytest.approx(70 * (0.25 - 1 + math.exp(-0.25)), rel=1e-10)
+    assert read[3].value == pytest.approx(70 * (1 - math.exp(-0.9)), rel=1e-11)
+    for text, r in zip(texts, read):
+        own, = check_properties(exactq.load_prism(str(path)), text)
+        assert own.info["forward"]["shared"] is False
+        assert r.value == pytest.approx(own.value, rel=1e-13, abs=1e-15)
+        assert r.error_estimate == pytest.approx(own.error_estimate, rel=1e-12)
+    later, = check_properties(model, 'R{"calls"}=? [ I=3 ]')  # beyond the pass: one of its own
+    assert later.info["forward"]["shared"] is False and later.info["matvecs"] > 0
+    assert later.value == pytest.approx(70 * (1 - math.exp(-3.0)), rel=1e-11)
+    # with the default room (one vector on this chain: nnz / 2n < 2) the pass projects the reward asked for only
+    monkeypatch.setattr(csl, "FORWARD_VECTOR_SHARE", 0.5)
+    model = exactq.load_prism(str(path))
+    check_properties(model, 'R{"calls"}=? [ C<=1 ]')
+    calls, busy = check_properties(model, 'R{"calls"}=? [ I=0.5 ]\nR{"busy"}=? [ I=0.75 ]')
+    assert calls.info["matvecs"] == 0 and busy.info["matvecs"] > 0
+
+
 def test_a_short_series_keeps_a_matrix_held_by_rows():
     import exactq.solvers.transient as tr
 
