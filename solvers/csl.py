@@ -943,7 +943,8 @@ class _Evaluator:
         except (AttributeError, TypeError, ValueError):  # pragma: no cover - no reward table: r alone
             pass
         # each vector costs n multiply-adds an iterate, against the product's nnz(Q): at most half a product's
-        # work in all (tandem c=127, two structures: C<=1 then I=0.5, 128 + 128 ms -> 138 + 1 ms)
+        # work in all (tandem c=127, nnz/n = 4.5, two vectors: C<=1 132 ms with them, 154 ms without, interleaved;
+        # four vectors cost 15-25% more)
         room = max(1, int(FORWARD_VECTOR_SHARE * sp.csr_array(self.Q).nnz / max(self.n, 1)))
         return vectors[:room]
 
@@ -1124,7 +1125,6 @@ def _initial(chain: Any, n: int) -> int | np.ndarray:
     return arr
 
 
-#: the first depth (jumps from the initial states) of :meth:`_Evaluator.projected`, multiplied by 4 each try
 #: a forward pass projects its iterates onto at most this share of nnz(Q) / n vectors (the reward asked for first,
 #: then every structure's; :meth:`_Evaluator._forward_vectors`): their dot products cost at most that share of the
 #: products
@@ -1133,6 +1133,7 @@ FORWARD_VECTOR_SHARE = 0.5
 #: an iterate, are a large share of a product (MAPK cascade N=2, 2,172 states, C<=5: 8,290 iterates, 126 ms without
 #: them, 148 ms with one vector), and a second pass is cheap anyway
 FORWARD_RECORD_MIN_STATES = 10_000
+#: the first depth (jumps from the initial states) of :meth:`_Evaluator.projected`, multiplied by 4 each try
 PROJECTION_FIRST_DEPTH = 64
 #: a projection is tried only when the whole chain's uniformisation would take at least this much work (rate x
 #: time x transitions: 2e8 is about 0.2 s here), and given up when the two solves on it would take more than
