@@ -859,9 +859,12 @@ class _Evaluator:
         r = np.asarray(reward, dtype=float)
         rkey = ("forward projections", init, float(self.eps))
         if pair is None:
-            read = self._read_projections(rkey, kind, t, r, init)
+            recorded = self.cache.get(rkey)
+            read = self._read_projections(recorded, t, r) if recorded is not None else None
             if read is not None:
-                return read
+                at_r, up_to_r, info = read
+                return self._forward_answer(kind, t, r, init, at_r, up_to_r, info, shared=True,
+                                            passed=recorded["matvecs"], rule=_READ_RULE)
             from .reachability import _backward_reachable
 
             Q = sp.csr_array(self.Q)
@@ -876,39 +879,35 @@ class _Evaluator:
                 vectors = self._forward_vectors(r)
                 pair = self.cache[key] = transient_pair(Q, p0, t, eps=self.eps, record=np.column_stack(vectors))
                 S = pair[2].pop("projections")
-                old = self.cache.get(rkey)
-                if old is None or len(S) > len(old["projections"]):
+                if recorded is None or len(S) > len(recorded["projections"]):
                     self.cache[rkey] = {"vectors": vectors, "projections": S, "matvecs": pair[2]["matvecs"],
                                         "rate": pair[2]["uniformisation_rate"]}
             shared = False
         else:
             shared = True
         at, up_to, info = pair
-        value, error = self._forward_value(kind, r, float(np.dot(at, r)), float(np.dot(up_to, r)), info)
+        return self._forward_answer(kind, t, r, init, float(np.dot(at, r)), float(np.dot(up_to, r)), info,
+                                    shared=shared, passed=info["matvecs"], rule=_PAIR_RULE)
+
+    def _forward_answer(self, kind: str, t: float, r: np.ndarray, init: int, at_r: float, up_to_r: float,
+                        info: dict, *, shared: bool, passed: int, rule: str) -> tuple[np.ndarray, float]:
+        """``(per_state, error)`` of :meth:`forward` from ``p_t . r`` and ``c_t . r``: the value at the initial state
+        (NaN elsewhere) and :func:`transient_pair`'s bound; ``shared``: no product of this query's own, ``passed``
+        the forward pass's products."""
+        if kind == "cumulative":
+            value, error = up_to_r, float(info["cumulative_bound"]) * float(np.max(np.abs(r), initial=0.0))
+        else:  # p_t . r within lost (b - a)
+            value = at_r
+            error = float(info["truncated_mass"]) * (float(r.max(initial=0.0)) - float(r.min(initial=0.0)))
         out = np.full(self.n, np.nan)
         out[init] = value
         self.info.update(time_bound=t, uniformisation_rate=info["uniformisation_rate"],
-                         matvecs=0 if shared else info["matvecs"],
-                         forward={"matvecs": info["matvecs"], "shared": shared,
-                                  "rule": "the distribution at t and its integral from the initial state, one "
-                                          "forward pass kept for every I=t and C<=t reward at this t; the other "
-                                          "states' values are not computed"})
+                         matvecs=0 if shared else passed, forward={"matvecs": passed, "shared": shared, "rule": rule})
         return out, error
 
-    @staticmethod
-    def _forward_value(kind: str, r: np.ndarray, at_r: float, up_to_r: float, info: dict) -> tuple[float, float]:
-        """The reward's value (``p_t . r`` or ``c_t . r``) and its error bound (:func:`transient_pair`'s)."""
-        if kind == "cumulative":
-            return up_to_r, float(info["cumulative_bound"]) * float(np.max(np.abs(r), initial=0.0))
-        lost = float(info["truncated_mass"])
-        return at_r, lost * (float(r.max(initial=0.0)) - float(r.min(initial=0.0)))  # within lost (b - a)
-
-    def _read_projections(self, rkey, kind: str, t: float, r: np.ndarray, init: int):
-        """An ``I=t`` or ``C<=t`` reward read from an earlier forward pass's projections (None when the pass did
-        not project onto ``r`` or its window ends before ``t``'s)."""
-        recorded = self.cache.get(rkey)
-        if recorded is None:
-            return None
+    def _read_projections(self, recorded: dict, t: float, r: np.ndarray):
+        """``(p_t . r, c_t . r, info)`` read from an earlier forward pass's projections (None when the pass did not
+        project onto ``r`` or its window ends before ``t``'s)."""
         j = next((j for j, v in enumerate(recorded["vectors"]) if np.array_equal(v, r)), None)
         if j is None:
             return None
@@ -916,32 +915,18 @@ class _Evaluator:
         if read is None:
             return None
         at, up_to, info = read
-        value, error = self._forward_value(kind, r, float(at[0]), float(up_to[0]), info)
-        out = np.full(self.n, np.nan)
-        out[init] = value
-        self.info.update(time_bound=t, uniformisation_rate=info["uniformisation_rate"], matvecs=0,
-                         forward={"matvecs": recorded["matvecs"], "shared": True,
-                                  "rule": "read from the projections of an earlier forward pass from the initial "
-                                          "state (its iterates dotted with every reward structure's vectors), "
-                                          "with the Fox-Glynn weights of this t; the other states' values are "
-                                          "not computed"})
-        return out, error
+        return float(at[0]), float(up_to[0]), info
 
     def _forward_vectors(self, r: np.ndarray) -> list:
         """``r`` and every reward structure's state and rate vectors (distinct): what a forward pass projects its
         iterates onto, so that a later ``I=s`` or ``C<=s`` reward of any structure at a time whose window the pass
         covers is read with no product (:func:`~exactq.solvers.transient.pair_from_projections`)."""
         vectors = [r]
-        try:
-            table = self.rewards if self.rewards is not None else {
-                k: RewardStructure(k, np.asarray(v, dtype=float)) for k, v in self.chain.rewards.items()}
-            for rs in table.values():
-                for v in (rs.state, rs.rate()):
-                    v = np.asarray(v, dtype=float)
-                    if v.shape == r.shape and not any(np.array_equal(v, w) for w in vectors):
-                        vectors.append(v)
-        except (AttributeError, TypeError, ValueError):  # pragma: no cover - no reward table: r alone
-            pass
+        for rs in self._reward_table().values():
+            for v in (rs.state, rs.rate()):
+                v = np.asarray(v, dtype=float)
+                if v.shape == r.shape and not any(np.array_equal(v, w) for w in vectors):
+                    vectors.append(v)
         # each vector costs n multiply-adds an iterate, against the product's nnz(Q): at most half a product's
         # work in all (tandem c=127, nnz/n = 4.5, two vectors: C<=1 132 ms with them, 154 ms without, interleaved;
         # four vectors cost 15-25% more)
@@ -949,10 +934,14 @@ class _Evaluator:
         return vectors[:room]
 
     # -- rewards -----------------------------------------------------------------------
+    def _reward_table(self) -> dict:
+        """The reward structures by name: those given, else the chain's state rewards."""
+        if self.rewards is not None:
+            return self.rewards
+        return {k: RewardStructure(k, np.asarray(v, dtype=float)) for k, v in self.chain.rewards.items()}
+
     def structure(self, name) -> RewardStructure:
-        table = self.rewards
-        if table is None:
-            table = {k: RewardStructure(k, np.asarray(v, dtype=float)) for k, v in self.chain.rewards.items()}
+        table = self._reward_table()
         if not table:
             raise ModelError("R=? needs a reward structure; the model has none")
         names = list(table)
@@ -1133,6 +1122,13 @@ FORWARD_VECTOR_SHARE = 0.5
 #: an iterate, are a large share of a product (MAPK cascade N=2, 2,172 states, C<=5: 8,290 iterates, 126 ms without
 #: them, 148 ms with one vector), and a second pass is cheap anyway
 FORWARD_RECORD_MIN_STATES = 10_000
+#: what :meth:`_Evaluator.forward` says of its answer (``info["forward"]["rule"]``): from a pass at this t, or read
+#: from an earlier pass's projections
+_PAIR_RULE = ("the distribution at t and its integral from the initial state, one forward pass kept for every I=t "
+              "and C<=t reward at this t; the other states' values are not computed")
+_READ_RULE = ("read from the projections of an earlier forward pass from the initial state (its iterates dotted "
+              "with every reward structure's vectors), with the Fox-Glynn weights of this t; the other states' "
+              "values are not computed")
 #: the first depth (jumps from the initial states) of :meth:`_Evaluator.projected`, multiplied by 4 each try
 PROJECTION_FIRST_DEPTH = 64
 #: a projection is tried only when the whole chain's uniformisation would take at least this much work (rate x

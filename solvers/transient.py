@@ -579,6 +579,13 @@ class _Limit:
         return float(np.max(d, initial=0.0)) + self.slack
 
 
+def _tails(fg: FoxGlynn) -> np.ndarray:
+    """``P(N > k)`` for the ``k`` of the Fox–Glynn window (0 at its right end): the cumulative series's weights."""
+    tails = 1.0 - np.cumsum(fg.weights)
+    tails[-1] = 0.0
+    return tails
+
+
 def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumulative: bool = False,
             limit: _Limit | None = None, early=None, pair: bool = False, watch=None) -> dict:
     """The uniformisation sum over ``x_k = M^k x_0`` (``x_{k+1} = step(x_k)``), in one pass.
@@ -624,8 +631,7 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
             continue
         if fg is None and k >= lo:
             fg = fox_glynn(rate_time, eps)
-            tails = 1.0 - np.cumsum(fg.weights)  # P(N > k) inside the window
-            tails[-1] = 0.0
+            tails = _tails(fg)
             coef = tails if cumulative else fg.weights
         if limit is not None and k % DETECT_EVERY == 0:
             gap = limit.gap(x)
@@ -816,18 +822,16 @@ def transient_pair(Q, p0, t: float, *, eps: float = 1e-12, record=None) -> tuple
                                  "matvecs": 0, "truncated_mass": 0.0, "cumulative_bound": 0.0,
                                  "seconds": time.perf_counter() - t0}
     step = _Stepper(P.T, products=int(q * t))
-    seen, watch = [], None
-    if record is None:
-        run = _series(step, step.start(p), q * t, eps, pair=True)
-    else:
-        from .linear import _blas_single_thread
+    from .linear import _blas_single_thread
 
+    seen, watch = [], None
+    if record is not None:
         V = np.ascontiguousarray(np.asarray(record, dtype=float).reshape(len(p), -1))
         watch = lambda x: seen.append(x @ V)  # noqa: E731 (m dot products per iterate)
-        # one BLAS thread: OpenBLAS's threaded product of a vector and an (n, 1) matrix took 9 ms to 70 ms a
-        # call here (central server, 46,376 states; tandem c=127), against 40 us in one thread
-        with _blas_single_thread(len(p)):
-            run = _series(step, step.start(p), q * t, eps, pair=True, watch=watch)
+    # with projections, one BLAS thread: OpenBLAS's threaded product of a vector and an (n, 1) matrix took 9 ms to
+    # 70 ms a call here (central server, 46,376 states; tandem c=127), against 40 us in one thread
+    with _blas_single_thread(len(p) if record is not None else 0):
+        run = _series(step, step.start(p), q * t, eps, pair=True, watch=watch)
     fg, at, up_to = run["fg"], run["value"], run["cumulative"] / q
     info = {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": fg.summary(),
             "matvecs": int(fg.right), "truncated_mass": float(fg.total_mass_lost),
@@ -866,8 +870,7 @@ def pair_from_projections(S: np.ndarray, q: float, t: float, *, eps: float = 1e-
     fg = fox_glynn(q * t, eps)
     if fg.right >= S.shape[0]:
         return None
-    tails = 1.0 - np.cumsum(fg.weights)  # P(N > k) inside the window, as _series's
-    tails[-1] = 0.0
+    tails = _tails(fg)
     window = S[fg.left:fg.right + 1]
     at = fg.weights @ window
     up_to = (S[:fg.left].sum(axis=0) + tails @ window) / q

@@ -407,7 +407,6 @@ class _Builder:
         key = (_WORDS, runs)
         out = ctx.memo.get(key)
         if out is None:
-            out = None
             for top, bottom, a, b in runs:
                 if a == b:  # one column: its digit times its stride
                     part = ctx.col(a) - self.lo[a]
