@@ -449,14 +449,52 @@ def absorption_values(Q, absorbing_mask, values, *, solver: str = "auto") -> tup
     v = np.asarray(values, dtype=float)
     if v.shape != (n,):
         raise ModelError(f"values must have shape ({n},); got {v.shape}")
-    _, yes = _prob01(A, np.ones(n, dtype=bool), absorbing)
+    graph = _Predecessors(A)
+    _, yes = _prob01(A, np.ones(n, dtype=bool), absorbing, graph=graph)
     if not yes.all():
         i = int(np.flatnonzero(~yes)[0])
         raise ModelError(f"state {i} can avoid the absorbing set forever")
-    out = np.where(absorbing, v, 0.0)
-    rest = ~absorbing
-    rhs = A[np.flatnonzero(rest)] @ np.where(absorbing, v, 0.0) if rest.any() else np.zeros(0)
+    settled, v = _settle_by_value(graph, absorbing, v)
+    ends = absorbing | settled
+    out = np.where(ends, v, 0.0)
+    rest = ~ends
+    rhs = A[np.flatnonzero(rest)] @ np.where(ends, v, 0.0) if rest.any() else np.zeros(0)
     x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float), solver, "the absorption system")
     out[rest] = x
     solve_info.pop("_bound", None)
-    return out, {"method": _method_name(solve_info), **solve_info, "seconds": time.perf_counter() - t0}
+    return out, {"method": _method_name(solve_info), "n_settled": int(np.count_nonzero(settled)), **solve_info,
+                 "seconds": time.perf_counter() - t0}
+
+
+#: :func:`_settle_by_value` searches backwards from at most this many distinct values of the absorbing states (one
+#: breadth-first search each)
+SETTLE_MAX_VALUES = 8
+
+
+def _settle_by_value(graph: "_Predecessors", absorbing: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The transient states whose absorption value graph analysis decides, and ``v`` with those values.
+
+    A state that reaches the absorbing set with probability 1 (the caller has checked it), and along paths of
+    transient states reaches only absorbing states of one value ``a``, ends there with probability 1: its value
+    is ``a`` exactly, with no equation to solve (the qualitative step before the linear system, [BK08]_ Sec.
+    10.1.1, taken per value). When every absorbing state has the same value, every state is settled: the
+    long-run probability of a label that holds in every closed class is 1 with no solve (the embedded control
+    system's ``S=? ["down"]``, 6,038 transient states, ~200 BiCGSTAB iterations before).
+    With more than :data:`SETTLE_MAX_VALUES` distinct values (or values that are not finite) nothing is settled.
+    """
+    settled = np.zeros(len(v), dtype=bool)
+    values = np.unique(v[absorbing])
+    if values.size == 0 or values.size > SETTLE_MAX_VALUES or not np.all(np.isfinite(values)):
+        return settled, v
+    transient = ~absorbing
+    if values.size == 1:
+        return transient, np.where(transient, values[0], v)
+    moves = graph.restrict(transient)
+    reaches = np.zeros(len(v), dtype=np.int64)  # how many of the values each state can end with
+    last = np.zeros(len(v))
+    for a in values:
+        hit = moves.reach(absorbing & (v == a)) & transient
+        reaches += hit
+        last[hit] = a
+    settled = reaches == 1
+    return settled, np.where(settled, last, v)

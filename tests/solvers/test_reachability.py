@@ -254,3 +254,73 @@ def test_a_dtmc_self_loop_changes_no_reachability():
     no_q, yes_q = _prob01(Q, left, right)
     assert no.tolist() == no_q.tolist() == [False, False, True, False]
     assert yes.tolist() == yes_q.tolist() == [False, False, False, True]
+
+
+
+def _absorbing_chain(rng, n_transient, values):
+    """A random generator: ``n_transient`` transient states, then one absorbing state per entry of ``values``
+    (returned as the value vector). The transient states form three groups: the first third moves only among
+    itself and into the absorbing states of ``values[0]``'s value, the second third likewise for the other
+    values, the last third anywhere; each state has a path to an absorbing state of its group."""
+    values = np.asarray(values, dtype=float)
+    na = len(values)
+    n = n_transient + na
+    group = np.minimum(np.arange(n_transient) * 3 // n_transient, 2)
+    first = values == values[0]
+    other = ~first if (~first).any() else first  # (one value: both groups end in it)
+    allowed = np.ones((n_transient, n), dtype=bool)
+    absorbing = np.arange(n) >= n_transient
+    for g, ok in ((0, first), (1, other)):
+        rows = group == g
+        allowed[np.ix_(rows, np.flatnonzero(~absorbing))] = False
+        allowed[np.ix_(rows, np.flatnonzero(rows))] = True
+        allowed[np.ix_(rows, n_transient + np.flatnonzero(~ok))] = False
+    D = np.zeros((n, n))
+    D[:n_transient] = np.where(allowed & (rng.random((n_transient, n)) < 0.2), 0.5 + rng.random((n_transient, n)), 0)
+    for i in range(n_transient):  # a way out for every transient state, into its group's absorbing states
+        ok = first if group[i] == 0 else (other if group[i] == 1 else np.ones(na, bool))
+        D[i, n_transient + rng.choice(np.flatnonzero(ok))] += 1.0
+    np.fill_diagonal(D, 0.0)
+    np.fill_diagonal(D, -D.sum(axis=1))
+    v = np.concatenate([np.zeros(n_transient), values])
+    return sp.csr_array(D), absorbing, v
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_absorption_values_settled_by_graph_match_a_dense_solve(seed):
+    # the values that graph analysis settles (states reaching absorbing states of one value only) against the
+    # full first-step system solved densely (the independent method): every state, settled or not
+    from exactq.solvers.reachability import absorption_values
+
+    rng = np.random.default_rng(seed)
+    nt = 45
+    Q, absorbing, v = _absorbing_chain(rng, nt, [0.0, 2.5, 7.0, 2.5, 0.0, 7.0])
+    out, info = absorption_values(Q, absorbing, v)
+    D = Q.toarray()
+    T = np.flatnonzero(~absorbing)
+    want = np.linalg.solve(-D[np.ix_(T, T)], D[np.ix_(T, np.flatnonzero(absorbing))] @ v[absorbing])
+    assert np.allclose(out[T], want, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(out[absorbing], v[absorbing])
+    assert info["n_settled"] >= nt // 3 and info["n_settled"] + info["n_solved"] == nt
+    assert np.all(out[:nt // 3] == 0.0)  # the first group ends in value 0 exactly
+
+
+def test_absorption_with_one_value_solves_nothing():
+    from exactq.solvers.reachability import absorption_values
+
+    Q, absorbing, v = _absorbing_chain(np.random.default_rng(7), 30, [3.25] * 4)
+    out, info = absorption_values(Q, absorbing, v)
+    assert info["n_solved"] == 0 and info["n_settled"] == 30
+    assert np.all(out == 3.25)
+
+
+def test_absorption_with_many_values_still_solves_them():
+    # more distinct values than SETTLE_MAX_VALUES: nothing settled by value, the same answer as a dense solve
+    from exactq.solvers.reachability import SETTLE_MAX_VALUES, absorption_values
+
+    Q, absorbing, v = _absorbing_chain(np.random.default_rng(3), 25, np.arange(SETTLE_MAX_VALUES + 2.0))
+    out, info = absorption_values(Q, absorbing, v)
+    assert info["n_settled"] == 0
+    D = Q.toarray()
+    want = np.linalg.solve(-D[:25, :25], D[:25, 25:] @ v[25:])
+    assert np.allclose(out[:25], want, rtol=1e-12, atol=1e-12)
