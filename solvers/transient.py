@@ -663,6 +663,13 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
         if fg is not None and k >= fg.right:
             return {"value": acc, "matvecs": int(fg.right), "fg": fg, "gap": 0.0, "steady": None,
                     "cumulative": acc2}
+        if plain and fg is None and k < lo:
+            # from a detection to the next one (or the window) in one run: DETECT_EVERY products, a power of two,
+            # which the dense powers make in one product (a run of 63 took six)
+            skip = min(lo - k, DETECT_EVERY)
+            x = step.steps(x, skip)
+            k += skip
+            continue
         x = step(x)
         k += 1
 

@@ -545,3 +545,30 @@ def test_dense_powers_are_not_used_where_their_cost_is_higher():
     short = tr._Stepper(sp.identity(200, format="csr") * 0.5, products=64)
     short.steps(short.start(np.ones(200)), 64)  # 64 products do not repay the squarings
     assert short._powers is False
+
+
+def test_runs_between_steady_state_checks_are_powers_of_two(monkeypatch):
+    """Before the Fox-Glynn window, a series with steady-state detection runs its products from one check to the
+    next in runs of DETECT_EVERY (a power of two: one product by the dense M^64, where a run of 63 took six); the
+    probability of ``F<=t`` on a slowly absorbing chain matches the matrix exponential."""
+    import scipy.linalg
+
+    import exactq.solvers.transient as tr
+
+    n = 40  # a ring of 39 states (rate 1 each way) that leaks into state 39 at rate 0.01 from state 0
+    Q = np.zeros((n, n))
+    for i in range(n - 1):
+        Q[i, (i + 1) % (n - 1)] += 1.0
+        Q[i, (i - 1) % (n - 1)] += 1.0
+    Q[0, n - 1] = 0.0001
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    counts = []
+    steps = tr._Stepper.steps
+    monkeypatch.setattr(tr._Stepper, "steps", lambda self, x, c: (counts.append(c), steps(self, x, c))[1])
+    t = 1.2 * tr.STEADY_STATE_MIN_STEPS  # (a uniformisation rate of 2.05: past the detection's threshold)
+    target = np.arange(n) == n - 1
+    p, info = tr.bounded_until(sp.csr_array(Q), np.ones(n, bool), target, t)
+    want = scipy.linalg.expm(Q * t)[:, n - 1]
+    assert np.allclose(p, want, rtol=1e-10, atol=1e-12)
+    runs = counts[1:-1]  # (the first run reaches the first check, the last one the window)
+    assert len(runs) > 10 and set(runs) == {tr.DETECT_EVERY}
