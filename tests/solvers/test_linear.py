@@ -669,3 +669,29 @@ def test_a_positive_right_hand_side_certifies_the_answer_itself(monkeypatch):
     exact2 = spla.spsolve(A.tocsc(), b2)
     bound2, _ = lin.error_bound(A, exact2 * (1 + 1e-9), b2)
     assert calls and np.all(np.abs(exact2 * 1e-9) <= bound2)
+
+
+@pytest.mark.parametrize("first", [1e-2, 0.9])
+def test_a_loose_certificate_vector_still_bounds_the_error(monkeypatch, first):
+    """error_bound solves A v = 1 loosely first (BOUND_VECTOR_RTOL), and on to the tighter residual from there when
+    that v is no certificate: the bound holds either way (checked against a direct solve, the independent method) and
+    is within a quarter of the bound from the exact v = A^-1 1 (7% here at 1e-2)."""
+    import exactq.solvers.linear as lin
+
+    rng = np.random.default_rng(4)
+    n = 3000  # a random walk on a line that leaves it only at both ends: a nonsingular M-matrix I - P whose rows
+    p = rng.uniform(0.3, 0.7, n)  # sum to 0 inside (so v = 1, or a poor v, is no certificate)
+    A = sp.diags([-(1 - p[1:]), np.ones(n), -p[:-1]], [-1, 0, 1], format="csr")
+    b = np.where(rng.random(n) < 0.01, 1.0, 0.0)
+    exact = spla.spsolve(A.tocsc(), b)
+    x = exact * (1 + 1e-9 * np.sin(np.arange(n)))
+    rtols = []
+    real = lin.solve_iterative
+    monkeypatch.setattr(lin, "solve_iterative", lambda *a, **k: rtols.append(k["rtol"]) or real(*a, **k))
+    monkeypatch.setattr(lin, "BOUND_VECTOR_RTOL", (first, 1e-6))
+    bound, info = lin.error_bound(A, x, b)
+    assert info["certificate_gamma"] > 0 and np.all(np.abs(x - exact) <= bound)
+    tight = (info["residual_inf"] / 1.0) * spla.spsolve(A.tocsc(), np.ones(n))  # v = A^-1 1, g = 1
+    assert np.all(bound <= 1.25 * tight + 1e-300) and rtols[0] == first
+    if first == 0.9:  # a residual of 90% leaves some (A v)_i <= 0: no certificate, so on to 1e-6
+        assert rtols == [0.9, 1e-6]
