@@ -155,6 +155,7 @@ class _Builder:
         self.t_count = 0
         self.lo = np.array([v.lo for v in info.variables], dtype=np.int64)
         self.hi = np.array([v.hi for v in info.variables], dtype=np.int64)
+        self.span = (self.hi - self.lo).tolist()  # the widest jump each variable can make
         self.names = info.names
         self.groups = self._groups()
         # transition-reward items by action ("" for the unlabelled commands)
@@ -200,6 +201,7 @@ class _Builder:
         bad, segments, psums = [], [], []
         ncmd = np.zeros(n, dtype=np.int64)
         jumps = self.jumps
+        span = self.span
         lo, hi, strides = self.lo, self.hi, pk.strides
         word_of = pk.word_of
         discrete = self.discrete
@@ -262,8 +264,9 @@ class _Builder:
                         dk = const - self._fields(sub, key)
                         if jumps is not None and m:
                             for j, v in fixed:
-                                cmin, cmax = self._range(sub, j, live)
-                                jumps[j] = max(jumps[j], v - cmin, cmax - v)
+                                if jumps[j] < span[j]:  # (a jump as wide as the range: no other can be wider)
+                                    cmin, cmax = self._range(sub, j, live)
+                                    jumps[j] = max(jumps[j], v - cmin, cmax - v)
                 for j, e in assigns:
                     lo_j, hi_j = lo[j], hi[j]
                     shift = e.shift
@@ -296,7 +299,7 @@ class _Builder:
                             dx = np.where(out, 0, v - sub.col(j))
                         else:
                             dx = v - sub.col(j)
-                    if jumps is not None and m:
+                    if jumps is not None and m and jumps[j] < span[j]:
                         d = dx if live is None else dx[live]
                         if d.size:
                             jumps[j] = max(jumps[j], int(d.max()), -int(d.min()))
