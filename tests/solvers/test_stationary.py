@@ -593,3 +593,22 @@ def test_gth_agrees_entrywise_with_an_mpmath_solve_on_a_random_chain_with_tiny_p
         exact = np.array([float(v) for v in mpmath.lu_solve(A, b)])
     assert exact.min() < 1e-6 * exact.max()  # tiny probabilities are present
     assert np.max(np.abs(pi - exact) / exact) < 1e-12
+
+
+def test_nested_dissection_is_made_once_for_the_same_states():
+    """The stationary solver asks for one ordering twice (to predict the fill, to factorise): the second call returns
+    the first's ordering and separators (a private copy), and an array changed in place is ordered afresh."""
+    from exactq.solvers import ordering
+
+    K = 60
+    x, y = np.meshgrid(np.arange(K), np.arange(K))
+    c = np.stack([x.ravel(), y.ravel()], axis=1)
+    s1, s2 = [], []
+    p1 = ordering.nested_dissection(c, np.array([1, 1]), separators=s1)
+    p1[0] = -1  # the caller's copy: the cache is not touched by it
+    p2 = ordering.nested_dissection(c, np.array([1, 1]), separators=s2)
+    fresh = ordering._dissect(c, np.array([1, 1]), 32, [])
+    assert np.array_equal(p2, fresh) and len(s1) == len(s2) and all(np.array_equal(a, b) for a, b in zip(s1, s2))
+    c[:, 0] = c[:, 0][::-1]  # the same array object, other contents
+    assert np.array_equal(ordering.nested_dissection(c, np.array([1, 1])), ordering._dissect(c, np.array([1, 1]), 32, []))
+    assert not np.array_equal(ordering.nested_dissection(c, np.array([2, 1])), p2)  # other jumps: another ordering
