@@ -191,6 +191,12 @@ SMALL_SYSTEM = 200
 CERTIFICATE_LU_MAX = 5000
 #: :func:`_feedback` predicts the LU when its feedback states' fill, ``|H| n``, is at most this many times ``nnz(A)``
 FEEDBACK_FILL = 1.0
+#: :func:`solve_mmatrix` solves a system with at most this many feedback states by :func:`_solve_bordered` before
+#: choosing any other solver: ``h + 2`` triangular solves, where BiCGSTAB makes four in each iteration and more for
+#: its certificate (a leader election of 279,937 unknowns and one feedback state: 45 ms against 112 ms for the
+#: two iterations BiCGSTAB needed and its bound; SuperLU's per-column overhead, which the prediction below models
+#: and which had sent the system to the iteration, does not arise)
+BORDERED_MAX_STATES = 8
 #: SuperLU's time per column of such a system, besides the flops (its ordering, symbolic and supernodal work),
 #: added to :func:`_feedback`'s prediction: measured on leader election systems, 0.34 us a column at 5,121 and
 #: 24,577 unknowns, 0.73 us at 306,000 (there BiCGSTAB converges in 2 iterations, 0.10 s a solve against the
@@ -305,7 +311,13 @@ def _feedback(A: sp.spmatrix) -> LUPrediction | None:
     n = A.shape[0]
     if not sp.issparse(A) or A.format not in ("csr", "csc"):
         A = sp.csr_matrix(A)
-    h = int(_feedback_set(A)[0].sum())
+    return _feedback_prediction(A, _feedback_set(A))
+
+
+def _feedback_prediction(A, found) -> LUPrediction | None:
+    """:func:`_feedback`'s prediction from the feedback set ``found`` (:func:`_feedback_set`'s answer for ``A``)."""
+    n = A.shape[0]
+    h = int(found[0].sum())
     if h * n > FEEDBACK_FILL * A.nnz:
         return None
     nnz = float(A.nnz + h * n)
@@ -334,7 +346,7 @@ def _feedback_set(A) -> tuple[np.ndarray, bool, np.ndarray]:
     return best, upper, major
 
 
-def _solve_bordered(A: sp.csr_matrix, b: np.ndarray, details: dict):
+def _solve_bordered(A: sp.csr_matrix, b: np.ndarray, details: dict, found=None):
     """``A x = b`` with :func:`_feedback_set`'s few states ``H`` last, by triangular solves; or None.
 
     In the order "the others (``P``), then ``H``", ``A = [[T, B], [C, D]]`` with ``T``
@@ -349,7 +361,7 @@ def _solve_bordered(A: sp.csr_matrix, b: np.ndarray, details: dict):
     """
     t0 = time.perf_counter()
     n = A.shape[0]
-    hubs, upper, r = _feedback_set(A)
+    hubs, upper, r = _feedback_set(A) if found is None else found
     rest, hs = np.flatnonzero(~hubs), np.flatnonzero(hubs)
     m, h = rest.size, hs.size
     if m == 0:
@@ -1102,14 +1114,27 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
     from exactq.errors import ConvergenceError
 
     n = A.shape[0]
+    found = None
     if solver in ("auto", "direct") and n > SMALL_SYSTEM:
         out = _solve_block_triangular(sp.csr_matrix(A), np.asarray(b, dtype=float), asked=solver)
         if out is not None:
             return out
+        A = sp.csr_matrix(A)
+        geometric = coords is not None and jumps is not None and np.any(np.asarray(jumps) > 0)
+        found = None if geometric else _feedback_set(A)  # (predict_lu dissects a chain with coordinates instead)
+        h = -1 if found is None else int(found[0].sum())
+        pred = None if found is None else _feedback_prediction(A, found)
+        if pred is not None and h <= BORDERED_MAX_STATES:
+            # h + 2 triangular solves, fewer than BiCGSTAB's first two iterations and its certificate make
+            details = {**pred.as_dict(), "why": ("asked for; " if solver == "direct" else "") +
+                       f"{h} feedback state{'s' if h != 1 else ''}: {h + 2} triangular solves"}
+            out = _solve_bordered(A, np.asarray(b, dtype=float), details, found)
+            if out is not None:
+                return out
     name, details = choose(A, coords=coords, jumps=jumps, asked=solver, trial=solver == "auto")
     A = sp.csr_matrix(A)
     if name == "direct" and details.get("prediction", "").startswith("feedback"):
-        out = _solve_bordered(A, np.asarray(b, dtype=float), details)
+        out = _solve_bordered(A, np.asarray(b, dtype=float), details, found)
         if out is not None:
             return out
     prec = None

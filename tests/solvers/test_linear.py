@@ -159,6 +159,25 @@ def test_a_system_of_restarting_rounds_is_predicted_by_its_feedback_state_and_so
     assert info["error_bound"] <= 1e-12
 
 
+def test_a_large_system_with_one_feedback_state_is_solved_by_triangular_solves_before_any_iteration(monkeypatch):
+    """At 65,535 unknowns the LU's prediction (SuperLU's per-column work) sends the system to a BiCGSTAB trial, but the
+    bordered solve makes three triangular solves and no factorisation: it runs first, with no iteration, and agrees
+    with BiCGSTAB (the independent method) within both bounds."""
+    import exactq.solvers.linear as lin
+
+    A = restarting_rounds(depth=15)
+    assert choose(A, trial=True)[0] == "bicgstab"  # what the solver took before
+    b = np.where(np.asarray(A.sum(axis=1)).ravel() > 0.1, 0.3, 0.0)
+    calls = []
+    real = lin.solve_iterative
+    monkeypatch.setattr(lin, "solve_iterative", lambda *a, **k: calls.append(1) or real(*a, **k))
+    x, info = solve_mmatrix(A, b)
+    assert not calls and info["solver"]["name"] == "direct" and "3 triangular solves" in info["solver"]["why"]
+    y, yinfo = solve_mmatrix(A, b, solver="bicgstab")
+    assert np.abs(x - y).max() <= info["error_bound"] + yinfo["error_bound"] and info["error_bound"] <= 1e-12
+    assert np.allclose(x, 1.0)
+
+
 def test_choose_takes_the_lu_for_a_band_and_bicgstab_for_a_six_dimensional_box():
     Q, _ = grid_generator((20000,))
     name, why = choose(Q)
