@@ -340,9 +340,15 @@ def _width_ok(lo, hi, tol, scale) -> bool:
     """Span bounds within ``tol`` relative, or within the rounding of the backup that gave them.
 
     ``scale`` is ``max |r| + max |h|``: one backup of ``h`` rounds at ``eps * scale``, so
-    a gain of 0 (or one small against the relative values) cannot be bracketed closer.
+    a gain of 0 (or one small against the relative values) cannot be bracketed closer. Bounds a few
+    units in the last place apart are as close as they can be (their outward rounding alone keeps a gain
+    of exactly 0 bracketed by +-5e-324, which neither test above accepts when ``scale`` is 0: an end
+    component with no reward then ran every sweep of ``maxiter``, 246 s on the CSMA model's ``LRAmax``,
+    and warned that the bounds were too wide).
     """
-    return hi - lo <= tol * max(abs(lo), abs(hi), 0.0) or hi - lo <= 64 * _EPS * scale
+    width = hi - lo
+    return width <= tol * max(abs(lo), abs(hi), 0.0) or width <= 64 * _EPS * scale or \
+        width <= 4 * float(np.spacing(max(abs(lo), abs(hi))))
 
 
 #: sweeps of relative value iteration whose greedy scheduler starts policy iteration
