@@ -481,6 +481,9 @@ def _settle_by_value(graph: "_Predecessors", absorbing: np.ndarray, v: np.ndarra
     long-run probability of a label that holds in every closed class is 1 with no solve (the embedded control
     system's ``S=? ["down"]``, 6,038 transient states, ~200 BiCGSTAB iterations before).
     With more than :data:`SETTLE_MAX_VALUES` distinct values (or values that are not finite) nothing is settled.
+    Where every transient state reaches every value, the searches settle nothing and cost their time (measured:
+    a gambler's ruin of 10,001 states, ``S=? ["rich"]`` 18.5 -> 19.8 ms; the bounded retransmission protocol's
+    ``S=? [srep=3]`` 11.2 -> 13.1 ms; nand 30x3 unchanged).
     """
     settled = np.zeros(len(v), dtype=bool)
     values = np.unique(v[absorbing])
