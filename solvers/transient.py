@@ -310,8 +310,12 @@ except ImportError:  # pragma: no cover
 DIAGONALS_MAX = 16
 DIAGONAL_PADDING = 1.5
 
-#: a series of at least this many products first times both storage orders of its matrix (:class:`_Stepper`)
-TRIAL_MIN_PRODUCTS = 2000
+#: a series of at least this many products first times both storage orders of its matrix (:class:`_Stepper`): the
+#: trial costs about 30 products (the other order's copy and 16 timed products a candidate), and the faster order
+#: saved 13-18% of series of 500-1,300 products (interleaved, median of 7: polling N=10 U<=5, 1,025 products, 134
+#: -> 111 ms; N=8 26.5 -> 21.8 ms; tandem c=127 C<=1, 524, 136 -> 113 ms; FMS n=4 F<=10 24.2 -> 21.0 ms), where
+#: the old threshold, 2,000, left them by columns
+TRIAL_MIN_PRODUCTS = 300
 #: products timed per storage order in that trial (twice each, alternating)
 TRIAL_PRODUCTS = 8
 #: a series of fewer products on a matrix held by rows keeps it by rows (the column order's scatter is up to 30%
