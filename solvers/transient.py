@@ -318,9 +318,11 @@ DIAGONAL_PADDING = 1.5
 TRIAL_MIN_PRODUCTS = 300
 #: products timed per storage order in that trial (twice each, alternating)
 TRIAL_PRODUCTS = 8
-#: a series of fewer products on a matrix held by rows keeps it by rows (the column order's scatter is up to 30%
-#: faster a product, but the conversion costs about ten)
-KEEP_ROWS_PRODUCTS = 64
+#: a series of fewer products on a matrix held by rows keeps it by rows (no trial below TRIAL_MIN_PRODUCTS, and the
+#: conversion to columns costs about ten products): interleaved, median of 7, tandem c=127 F<=0.25 (131 products)
+#: 43 -> 33 ms, FMS n=4 F<=10 (83) 21.5 -> 17.8 ms against converting to columns; the same numbers (a row's terms
+#: are added in the same order either way)
+KEEP_ROWS_PRODUCTS = TRIAL_MIN_PRODUCTS
 #: a run of at least this many products (:meth:`_Stepper.steps`) on a matrix of at most POWER_MAX_STATES states may
 #: be made by its dense powers M^(2^j) (cached): the embedded control system's F<=168 makes 63,492 products on
 #: 128 moving states, ~1.3 us each by SciPy's product, almost all of it the call; 64 of them are one product by
@@ -345,8 +347,8 @@ class _Stepper:
     18,292-state MAPK cascade, but 527 us against 424 us on the 130,816-state tandem
     queue. So a series of at least :data:`TRIAL_MIN_PRODUCTS` products (``products``)
     first times :data:`TRIAL_PRODUCTS` products in each order (a bounded trial, a few
-    milliseconds) and keeps the faster; shorter series use the columns. Both orders
-    compute the same sums up to the order of the additions (rounding, ~1e-16 relative).
+    milliseconds) and keeps the faster; shorter series keep a matrix given by rows as it is, and others by
+    columns. Both orders add each row's terms in the same (column) order: the same sums.
 
     :meth:`start` returns a private copy of the first vector; each call returns a buffer
     that the call after the next one overwrites, so a caller that keeps an iterate
