@@ -678,7 +678,7 @@ class _Evaluator:
             residual = max(residual, float(st.residual))
             methods.add(st.method)
         v_rec = np.where(recurrent, class_value[labels], 0.0)
-        per_state, ainfo = absorption_values(Q, recurrent, v_rec)
+        per_state, ainfo = absorption_values(Q, recurrent, v_rec, graph=self.predecessors())
         # every state ends in a closed class, so its value is an average of the classes' values: clipping to their
         # range never moves it away from the exact one (an iterative absorption solve gave 1 + 8e-13 for S=? of a
         # label), and an iterative solve's bound is the error estimate, as for the other queries

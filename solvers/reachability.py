@@ -400,7 +400,7 @@ def expected_reward(Q, target_mask, reward, *, solver: str = "auto", graph=None)
     return values, info
 
 
-def absorption_values(Q, absorbing_mask, values, *, solver: str = "auto") -> tuple[np.ndarray, dict]:
+def absorption_values(Q, absorbing_mask, values, *, solver: str = "auto", graph=None) -> tuple[np.ndarray, dict]:
     """``E_s[v(X_τ)]``, the value of the state where the absorbing set is first entered.
 
     Parameters
@@ -412,6 +412,9 @@ def absorption_values(Q, absorbing_mask, values, *, solver: str = "auto") -> tup
         classes, for instance).
     values : (n,) array_like
         ``v``; only its entries on the absorbing set matter.
+    graph : optional
+        The transition graph reversed (an internal ``_Predecessors`` of ``Q``), when a caller
+        keeps it for several queries of one chain; built here otherwise.
 
     Returns
     -------
@@ -449,7 +452,7 @@ def absorption_values(Q, absorbing_mask, values, *, solver: str = "auto") -> tup
     v = np.asarray(values, dtype=float)
     if v.shape != (n,):
         raise ModelError(f"values must have shape ({n},); got {v.shape}")
-    graph = _Predecessors(A)
+    graph = _Predecessors(A) if graph is None else graph
     _, yes = _prob01(A, np.ones(n, dtype=bool), absorbing, graph=graph)
     if not yes.all():
         i = int(np.flatnonzero(~yes)[0])

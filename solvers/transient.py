@@ -629,12 +629,6 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
     k = 0
     plain = not cumulative and not pair  # before the window such a series only makes products
     while True:  # a loop over the products, not over states
-        if plain and fg is None and k < lo and (limit is None or k % DETECT_EVERY):
-            # up to the window or the next detection in one run of products (the same products, fewer tests)
-            skip = lo - k if limit is None else min(lo - k, DETECT_EVERY - k % DETECT_EVERY)
-            x = step.steps(x, skip)
-            k += skip
-            continue
         if fg is None and k >= lo:
             fg = fox_glynn(rate_time, eps)
             tails = _tails(fg)
@@ -670,9 +664,10 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
             return {"value": acc, "matvecs": int(fg.right), "fg": fg, "gap": 0.0, "steady": None,
                     "cumulative": acc2}
         if plain and fg is None and k < lo:
-            # from a detection to the next one (or the window) in one run: DETECT_EVERY products, a power of two,
-            # which the dense powers make in one product (a run of 63 took six)
-            skip = min(lo - k, DETECT_EVERY)
+            # up to the window, or from one detection to the next, in one run of products (the same products, fewer
+            # tests): DETECT_EVERY of them, a power of two, which the dense powers make in one product (after a
+            # detection, one product and a run of 63 took six)
+            skip = lo - k if limit is None else min(lo - k, DETECT_EVERY - k % DETECT_EVERY)
             x = step.steps(x, skip)
             k += skip
             continue
