@@ -34,9 +34,9 @@ This module decides *how* to solve them, before doing it:
     slow, but a direct LU predicted (by nested dissection) over the budget is refused in one line.
 :func:`solve_iterative`
     BiCGSTAB (van der Vorst 1992) with Jacobi, then the symmetric Gauss-Seidel, preconditioner
-    ``M = (D + L) D^-1 (D + U)`` (a forward and a backward sweep), applied by SuperLU's
-    triangular solves of the two triangles of ``A`` (a triangular matrix factorises
-    without fill); the forward sweep alone, ``M = D + L``, is :class:`GaussSeidel`.
+    ``M = (D + L) D^-1 (D + U)`` (a forward and a backward sweep), applied by compiled
+    Gauss-Seidel sweeps over the two triangles of ``A`` (:class:`Triangle`: no factorisation,
+    no fill); the forward sweep alone, ``M = D + L``, is :class:`GaussSeidel`.
 :func:`error_bound`
     The a-posteriori bound of an approximate solution: with ``v > 0`` and ``A v >= g 1``
     (``g > 0``, verified by one product), ``A^-1 1 <= v / g``, so
@@ -488,28 +488,58 @@ def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto",
 class Triangle:
     """Solves with a sparse triangular matrix ``M`` (nonzero diagonal) without factorising it.
 
-    ``solve(b, trans="N")`` returns ``M^-1 b`` (``"T"``: ``M^-T b``) by SuperLU's triangular
-    solve ``gstrs`` on ``M`` itself, scaled once to a unit diagonal (``M = K D`` for a lower
-    ``M``; an upper one is handled as its transpose), which is what
-    :func:`scipy.sparse.linalg.spsolve_triangular` calls after preparing the same arrays on
-    every call. SuperLU's "factorisation" of a triangle in its natural order (what this
-    replaces) costs 20 times a solve: 0.129 s against 0.006 s at 306,000 unknowns (and
-    spsolve_triangular 0.042 s a call). ``gstrs`` is SciPy's private binding: it is checked
-    once per process on a small system (:func:`_gstrs_works`), and without it the triangle is
-    factorised as before.
+    ``solve(b, trans="N")`` returns ``M^-1 b`` (``"T"``: ``M^-T b``) by one Gauss-Seidel
+    sweep from zero over ``M``'s rows (PyAMG's compiled ``gauss_seidel``; forward for a lower
+    triangle, backward for an upper one): on a triangle the sweep *is* the substitution,
+    ``x_i = (b_i - sum_{j != i} M_ij x_j) / M_ii`` with every ``x_j`` it reads already final.
+    ``M^T`` is kept by rows too, made on the first transposed solve. Measured on the two
+    triangles of an FMS generator (13,530 states, 102,096 entries): 75-100 us a sweep, about
+    one product with the whole matrix, against 200-240 us for SuperLU's ``gstrs`` on the same
+    triangle (its column-oriented solve with supernode bookkeeping per column), which it
+    replaces; spsolve_triangular took 30 times as long. Without PyAMG's binding
+    (:func:`_sweeps_work`) the solve is SuperLU's ``gstrs`` on ``M`` scaled to a unit diagonal
+    (:func:`_gstrs_works`), and without that SuperLU's factorisation of the triangle in its
+    natural order (20 times a solve).
+
+    ``M`` must be triangular as ``lower`` says; that is the callers' construction and is not
+    checked again here.
     """
 
     def __init__(self, M: sp.spmatrix, *, lower: bool, own: bool = False):
-        # K = M (lower) or M^T (upper) in CSC: M's CSC, or M's CSR transposed (a view of its arrays). ``own``: M's
-        # arrays are the caller's to give away (scaled in place, not copied)
+        # ``own``: M's arrays are the caller's to give away (sorted or scaled in place, not copied)
+        self.lower, self._fallback, self._T = lower, None, None
+        if _sweeps_work():
+            R = sp.csr_matrix(M, dtype=float)  # M's own arrays when it is a float CSR: the sweep only reads them
+            if not R.has_canonical_format:
+                R = R if own else R.copy()  # (its arrays may be M's)
+                R.sum_duplicates()
+            d = R.diagonal()
+            if np.any(d == 0):
+                raise ZeroDivisionError("a triangular solve needs a nonzero diagonal")
+            self.n = R.shape[0]
+            self._sweep = _SWEEPS[0]
+            self._R = R
+            self._N = self._arrays(R)
+            return
+        self._init_gstrs(M, own)
+
+    @staticmethod
+    def _arrays(R: sp.csr_matrix) -> tuple:
+        # int32 indices and contiguous float64 entries, as the compiled sweep takes them (others would be
+        # converted on every call)
+        return (R.indptr.astype(np.intc, copy=False), R.indices.astype(np.intc, copy=False),
+                np.ascontiguousarray(R.data, dtype=float))
+
+    def _init_gstrs(self, M: sp.spmatrix, own: bool) -> None:
+        # K = M (lower) or M^T (upper) in CSC: M's CSC, or M's CSR transposed (a view of its arrays)
+        lower = self.lower
         K = sp.csc_matrix(M, dtype=float) if lower else sp.csr_matrix(M, dtype=float).T
         K = sp.csc_matrix((K.data if own else K.data.copy(), K.indices, K.indptr), shape=K.shape)
         K.sum_duplicates()
         d = K.diagonal()
         if np.any(d == 0):
             raise ZeroDivisionError("a triangular solve needs a nonzero diagonal")
-        self.n, self.lower, self.invd = K.shape[0], lower, 1.0 / d
-        self._fallback = None
+        self.n, self.invd, self._sweep = K.shape[0], 1.0 / d, None
         if not _gstrs_works():
             self._fallback = spla.splu(sp.csc_matrix(M), permc_spec="NATURAL", diag_pivot_thresh=0.0,
                                        options=dict(SymmetricMode=True))
@@ -529,11 +559,80 @@ class Triangle:
         return x
 
     def solve(self, b: np.ndarray, trans: str = "N") -> np.ndarray:
+        if self._sweep is not None:
+            forward = (trans == "N") == self.lower  # M lower, or M^T of an upper M: a forward sweep
+            if trans == "N":
+                arrays = self._N
+            else:
+                if self._T is None:
+                    self._T = self._arrays(sp.csr_matrix(self._R.T))
+                arrays = self._T
+            x = np.zeros(self.n)
+            rhs = np.ascontiguousarray(b, dtype=float)
+            if forward:
+                self._sweep(*arrays, x, rhs, 0, self.n, 1)
+            else:
+                self._sweep(*arrays, x, rhs, self.n - 1, -1, -1)
+            return x
         if self._fallback is not None:
             return self._fallback.solve(b, trans=trans)
         if (trans == "N") == self.lower:  # M x = b, M = K D (lower); M^T x = b, M^T = K D (upper)
             return self.invd * self._unit(b, "N")
         return self._unit(self.invd * b, "T")
+
+
+_SWEEPS: list = []
+
+
+def _pyamg_sweep():
+    """PyAMG's compiled ``gauss_seidel``, from its extension module alone when that loads.
+
+    ``import pyamg`` runs the package's ``__init__``, which imports its solvers and its gallery: 37 ms measured
+    here, where this module alone loads in 1.3 ms (a whole FMS model of 623 states takes 40 ms to build and
+    check). The module is a self-contained pybind11 binding of ``relaxation.h``; it is loaded from the file beside
+    the package, without registering it, and on any failure the plain import is used.
+    """
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec("pyamg")
+        if spec is not None and spec.submodule_search_locations:
+            folder = os.path.join(list(spec.submodule_search_locations)[0], "amg_core")
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(folder, "relaxation" + suffix)
+                if os.path.isfile(path):
+                    found = importlib.util.spec_from_file_location("pyamg.amg_core.relaxation", path)
+                    module = importlib.util.module_from_spec(found)
+                    found.loader.exec_module(module)
+                    return module.gauss_seidel
+    except Exception:  # noqa: BLE001 -- another layout or loader: the package's own import below
+        pass
+    from pyamg.amg_core import gauss_seidel
+
+    return gauss_seidel
+
+
+def _sweeps_work() -> bool:
+    """Whether PyAMG's compiled Gauss-Seidel sweep imports and solves as :class:`Triangle` calls it (checked
+    once per process, on a small lower and upper triangle)."""
+    if not _SWEEPS:
+        fn = None
+        try:
+            gauss_seidel = _pyamg_sweep()
+            K = sp.csr_matrix(np.array([[2.0, 0.0, 0.0], [-0.5, 1.0, 0.0], [0.25, -2.0, 4.0]]))
+            b = np.array([1.0, 2.0, 3.0])
+            x, y = np.zeros(3), np.zeros(3)
+            gauss_seidel(K.indptr.astype(np.intc), K.indices.astype(np.intc), K.data, x, b, 0, 3, 1)
+            U = sp.csr_matrix(K.T)
+            gauss_seidel(U.indptr.astype(np.intc), U.indices.astype(np.intc), U.data, y, b, 2, -1, -1)
+            if (np.allclose(K @ x, b, rtol=1e-14, atol=0) and np.allclose(U @ y, b, rtol=1e-14, atol=0)):
+                fn = gauss_seidel
+        except Exception:  # noqa: BLE001 -- no PyAMG, or a binding with another signature
+            fn = None
+        _SWEEPS.append(fn)
+    return _SWEEPS[0] is not None
 
 
 _GSTRS: list = []
@@ -563,14 +662,12 @@ def _gstrs_works() -> bool:
 class GaussSeidel:
     """The forward Gauss-Seidel preconditioner ``M = D + L`` of ``A`` (its lower triangle).
 
-    ``solve(r)`` returns ``M^-1 r``, ``solve(r, trans=True)`` ``M^-T r``, both by SuperLU's
-    triangular solves of ``M`` (:class:`Triangle`: no factorisation, no fill, no pivoting).
-    Measured on a 39,350-state generator: 1 ms per solve, against 30 ms for
-    :func:`scipy.sparse.linalg.spsolve_triangular`.
+    ``solve(r)`` returns ``M^-1 r``, ``solve(r, trans=True)`` ``M^-T r``, both by one sweep
+    over ``M`` (:class:`Triangle`: no factorisation, no fill, no pivoting).
     """
 
     def __init__(self, A: sp.spmatrix):
-        M = sp.tril(A, format="csc")
+        M = sp.tril(A, format="csr")
         if np.any(M.diagonal() == 0):
             raise ZeroDivisionError("Gauss-Seidel needs a nonzero diagonal")
         self.lu = Triangle(M, lower=True)
@@ -587,8 +684,8 @@ class SymmetricGaussSeidel:
 
     One forward and one backward sweep (SSOR with ``omega = 1``; Saad, *Iterative
     Methods for Sparse Linear Systems*, 2nd ed. 2003, sec. 10.2.1): ``M^-1 r =
-    (D + U)^-1 D (D + L)^-1 r`` and ``M^-T r = (D + L)^-T D (D + U)^-T r``, by SuperLU's
-    triangular solves of the two triangles (natural order: no fill, no pivoting). Twice
+    (D + U)^-1 D (D + L)^-1 r`` and ``M^-T r = (D + L)^-T D (D + U)^-T r``, by sweeps over
+    the two triangles (:class:`Triangle`; together about one product with ``A``). Twice
     the cost of :class:`GaussSeidel` per application, but BiCGSTAB needs far fewer
     iterations on the chains of PRISM's case studies (measured, steady state to the
     rounding level: FMS n = 4, 35,910 states, 182 -> 22 iterations and 0.46 -> 0.19 s
@@ -610,7 +707,7 @@ class SymmetricGaussSeidel:
     name = "symmetric-gauss-seidel"
 
     def __init__(self, A: sp.spmatrix):
-        lower, upper = sp.tril(A, format="csc"), sp.triu(A, format="csr")  # Triangle takes the upper one's transpose
+        lower, upper = sp.tril(A, format="csr"), sp.triu(A, format="csr")  # swept by rows (Triangle)
         self.d = np.asarray(A.diagonal(), dtype=float)
         if np.any(self.d == 0):
             raise ZeroDivisionError("Gauss-Seidel needs a nonzero diagonal")
@@ -648,9 +745,9 @@ class Jacobi:
 class JacobiFirst:
     """Jacobi for the first :data:`JACOBI_ITERATIONS` iterations, then :class:`SymmetricGaussSeidel`.
 
-    A symmetric Gauss-Seidel step costs about three products with ``A`` (SuperLU's
-    triangular solves run at about half the speed of a product), and its set-up two
-    symbolic factorisations; on systems where Jacobi converges as fast (chains that mix
+    A symmetric Gauss-Seidel step costs about two products with ``A`` (a product and the
+    two triangles' sweeps), and its set-up two copies of the matrix; on systems where Jacobi
+    converges as fast (chains that mix
     quickly, such as Herman's ring: 17 Jacobi against 23 Gauss-Seidel iterations, 0.06 s
     against 0.30 s on 8,192 states and 1.6M transitions) that is wasted. Where Jacobi is
     slow (the stiff steady states of PRISM's CTMC case studies), :func:`solve_iterative`
@@ -1035,10 +1132,10 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
     smax = float(sizes.max())
     pred = predicted(sizes)
     if smax == 1:
-        # every component one state: in the reverse order A is upper triangular, and its CSR, transposed, is the
-        # lower CSC that SuperLU's triangular solve takes (Triangle), with no conversion to CSC and no copy: less
-        # fresh memory, which a fresh process pays for in page faults (nand N=30, K=3, R=? [F fin], 336,854
-        # unknowns, in fresh processes, median of 3: 0.211 s against 0.234 s in the lower order)
+        # every component one state: in the reverse order A is upper triangular, and Triangle sweeps its CSR
+        # backwards with no conversion and no copy: less fresh memory, which a fresh process pays for in page
+        # faults (nand N=30, K=3, R=? [F fin], 336,854 unknowns, in fresh processes, median of 3: 0.211 s against
+        # 0.234 s in the lower order, with SuperLU's solve on the transposed CSC then)
         order = order[::-1]
     T = _permuted(A, order)
     if np.any(T.diagonal() <= 0):
@@ -1047,9 +1144,9 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
         x = np.empty(n)
         v = np.empty(n)
         if smax == 1:
-            # T itself is triangular, solved by SuperLU's triangular solve on it (Triangle; nand N=20, K=2, 46,129
-            # unknowns, both right-hand sides: 0.005 s, against 0.011 s by spsolve_triangular and 0.024 s for
-            # SuperLU's factorisation of the same triangle)
+            # T itself is triangular, solved by one sweep over it (Triangle; nand N=20, K=2, 46,129 unknowns, both
+            # right-hand sides: 0.005 s with SuperLU's triangular solve, against 0.011 s by spsolve_triangular and
+            # 0.024 s for SuperLU's factorisation of the same triangle)
             lu_nnz = int(T.nnz)
             tri = Triangle(T, lower=False, own=True)  # (T's arrays are _permuted's own copies)
             x[order], v[order] = tri.solve(b[order]), tri.solve(np.ones(n))

@@ -592,27 +592,69 @@ def test_block_triangular_order_asks_its_acceptance_before_verifying():
 
 # ------------------------------------------------------------------ triangular solves without a factorisation
 @pytest.mark.parametrize("lower", [True, False])
-@pytest.mark.parametrize("binding", [True, False])
-def test_triangle_solves_both_ways_with_and_without_scipys_binding(lower, binding, monkeypatch):
-    """Triangle (SuperLU's gstrs on the triangle itself) against dense solves, M and M^T; without the private
-    binding (an older or newer SciPy) the same answers come from SuperLU's factorisation of the triangle."""
+@pytest.mark.parametrize("backend", ["sweep", "gstrs", "splu"])
+def test_triangle_solves_both_ways_with_each_backend(lower, backend, monkeypatch):
+    """Triangle against dense solves, M and M^T: by PyAMG's compiled Gauss-Seidel sweep; without it (a PyAMG
+    with another binding) by SuperLU's private gstrs on the triangle; without that (an older or newer SciPy)
+    by SuperLU's factorisation of the triangle."""
     import exactq.solvers.linear as L
 
-    monkeypatch.setattr(L, "_GSTRS", [] if binding else [False])
+    monkeypatch.setattr(L, "_SWEEPS", [] if backend == "sweep" else [None])
+    monkeypatch.setattr(L, "_GSTRS", [] if backend == "gstrs" else [False])
     rng = np.random.default_rng(5)
     n = 400
     dense = np.tril(rng.random((n, n)) * (rng.random((n, n)) < 0.02), k=-1) * -1.0 + np.diag(rng.random(n) + 0.5)
     M = sp.csr_matrix(dense if lower else dense.T)
     T = L.Triangle(M, lower=lower)
-    assert (T._fallback is None) == binding
+    assert (T._sweep is not None) == (backend == "sweep")
+    assert (T._fallback is not None) == (backend == "splu")
     b = rng.random(n)
-    np.testing.assert_allclose(T.solve(b), np.linalg.solve(M.toarray(), b), rtol=1e-12)
-    np.testing.assert_allclose(T.solve(b, trans="T"), np.linalg.solve(M.toarray().T, b), rtol=1e-12)
-    keep = b.copy()
+    for _ in range(2):  # the transposed solve's rows are made once and kept
+        np.testing.assert_allclose(T.solve(b), np.linalg.solve(M.toarray(), b), rtol=1e-12)
+        np.testing.assert_allclose(T.solve(b, trans="T"), np.linalg.solve(M.toarray().T, b), rtol=1e-12)
+    keep, data = b.copy(), M.data.copy()
     T.solve(b)
     assert np.array_equal(b, keep)  # the right-hand side is not overwritten
+    assert np.array_equal(M.data, data)  # nor the matrix (not owned)
     with pytest.raises(ZeroDivisionError):
         L.Triangle(sp.csr_matrix(np.tril(np.ones((3, 3)), k=-1)), lower=True)
+
+
+def test_pyamg_sweep_loads_alone_and_by_the_plain_import(monkeypatch):
+    """The sweep comes from PyAMG's extension module alone (without the package's 37 ms __init__), and from the
+    plain import when the package cannot be found that way; both solve the same lower triangle."""
+    import importlib.util
+    import sys
+
+    import exactq.solvers.linear as L
+
+    pytest.importorskip("pyamg")
+    M = sp.csr_matrix(np.array([[2.0, 0.0], [-1.0, 4.0]]))
+    ip, ix = M.indptr.astype(np.intc), M.indices.astype(np.intc)
+    alone = L._pyamg_sweep()
+    x = np.zeros(2)
+    alone(ip, ix, M.data, x, np.array([2.0, 3.0]), 0, 2, 1)
+    np.testing.assert_allclose(x, [1.0, 1.0], rtol=1e-15)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None)
+    plain = L._pyamg_sweep()
+    assert "pyamg" in sys.modules  # this one came from the package's import
+    y = np.zeros(2)
+    plain(ip, ix, M.data, y, np.array([2.0, 3.0]), 0, 2, 1)
+    np.testing.assert_array_equal(x, y)
+
+
+def test_triangle_sweep_sums_duplicate_entries_without_changing_the_callers_matrix():
+    """A CSR with a repeated entry (as a COO conversion can leave it) solves with the entries summed; the
+    caller's arrays are copied first, not summed in place."""
+    import exactq.solvers.linear as L
+
+    if not L._sweeps_work():
+        pytest.skip("no PyAMG sweep")
+    M = sp.csr_matrix((np.array([1.0, 1.0, -1.0, 2.0]), np.array([0, 0, 0, 1]), np.array([0, 2, 4])), shape=(2, 2))
+    keep = (M.data.copy(), M.indices.copy())
+    x = L.Triangle(M, lower=True).solve(np.array([2.0, 1.0]))
+    np.testing.assert_allclose(x, [1.0, 1.0], rtol=1e-15)  # [[2, 0], [-1, 2]] x = [2, 1]
+    assert np.array_equal(M.data, keep[0]) and np.array_equal(M.indices, keep[1])
 
 
 ZEROCONF = """dtmc
