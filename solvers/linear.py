@@ -151,6 +151,8 @@ EXPECTED_ITERATIONS = 300
 ITERATIVE_FLOPS_PER_SECOND = 0.7e9
 #: seconds of interpreter work per iteration besides the flops (SciPy's BiCGSTAB loop, the callbacks)
 ITERATION_OVERHEAD_SECONDS = 2e-5
+#: levels of the nested dissection measured before the whole one when a lower bound may decide (:func:`predict_lu`)
+PROBE_LEVELS = 3
 #: a direct LU is preferred while its predicted time is below this many times the expected iterative time
 #: (measured: BiCGSTAB took 12-100 iterations on the cluster, FMS and Kanban chains of 3,574-10,132 states,
 #: 23-30 on reaction networks, 80-220 on FMS and Kanban at 36k-58k states)
@@ -240,7 +242,8 @@ class LUPrediction:
                 "predicted_lu_seconds": float(self.seconds), "prediction": f"{self.kind}: {self.how}"}
 
 
-def predict_lu(A: sp.spmatrix, *, coords: np.ndarray | None = None, jumps: np.ndarray | None = None) -> LUPrediction:
+def predict_lu(A: sp.spmatrix, *, coords: np.ndarray | None = None, jumps: np.ndarray | None = None,
+               enough_flops: float | None = None) -> LUPrediction:
     """Predict the fill and work of a sparse LU of ``A`` (module docstring).
 
     Parameters
@@ -251,6 +254,11 @@ def predict_lu(A: sp.spmatrix, *, coords: np.ndarray | None = None, jumps: np.nd
         prediction is for the geometric nested dissection the direct solver uses.
     jumps : (d,) int array, optional
         Largest coordinate change of a transition in each direction.
+    enough_flops : float, optional
+        Work above which the caller's decision no longer depends on the number: the
+        nested dissection's first :data:`PROBE_LEVELS` levels are measured first, and
+        when their separators alone (a lower bound: the largest ones) reach this, that
+        bound is returned (``how`` says "at least"), without the whole dissection.
 
     Returns
     -------
@@ -271,8 +279,16 @@ def predict_lu(A: sp.spmatrix, *, coords: np.ndarray | None = None, jumps: np.nd
     if n <= SMALL_SYSTEM:
         return LUPrediction(float(A.nnz), float(A.nnz) * 10, "small", f"{n} unknowns")
     if coords is not None and jumps is not None and np.any(np.asarray(jumps) > 0):
-        from .ordering import nested_dissection
+        from .ordering import nested_dissection, separator_sizes
 
+        if enough_flops is not None:
+            seps = separator_sizes(coords, jumps, PROBE_LEVELS)
+            s = np.concatenate(seps).astype(float) if seps else np.zeros(0)
+            if s.size and (2.0 / 3.0) * float((s ** 3).sum()) >= enough_flops:
+                return LUPrediction(float(A.nnz + (s ** 2).sum()), float((2.0 / 3.0) * (s ** 3).sum() + 10 * A.nnz),
+                                    "nested dissection", f"nested dissection, at least: the first {len(seps)} "
+                                                         f"levels' {s.size} separators, the largest {int(s.max())} "
+                                                         f"states")
         seps: list = []
         nested_dissection(coords, jumps, separators=seps)
         if seps:
@@ -452,11 +468,14 @@ def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto",
         If ``direct`` is asked for and the nested-dissection prediction of its fill
         exceeds the memory budget.
     """
-    pred = predict_lu(A, coords=coords, jumps=jumps)
-    details = pred.as_dict()
-    budget = memory_budget()
     iterative_flops = EXPECTED_ITERATIONS * 8.0 * A.nnz
     iterative_seconds = iterative_flops / ITERATIVE_FLOPS_PER_SECOND + EXPECTED_ITERATIONS * ITERATION_OVERHEAD_SECONDS
+    # an LU predicted above DIRECT_PREFERENCE x the iterative time is never chosen, so a lower bound above that
+    # decides without the whole dissection (asked for by name, the LU's full prediction is checked against memory)
+    enough = None if asked != "auto" else DIRECT_PREFERENCE * iterative_seconds * LU_FLOPS_PER_SECOND
+    pred = predict_lu(A, coords=coords, jumps=jumps, enough_flops=enough)
+    details = pred.as_dict()
+    budget = memory_budget()
     if asked == "direct":
         if pred.kind == "nested dissection":
             require_memory(pred.bytes, f"the sparse LU of {A.shape[0]} unknowns (predicted {pred.nnz:.3g} entries)",
@@ -659,6 +678,29 @@ def _gstrs_works() -> bool:
     return _GSTRS[0]
 
 
+def csr_part(A: sp.csr_matrix, rows: np.ndarray, keep: np.ndarray, scale: float = 1.0) -> sp.csr_matrix:
+    """The entries of the canonical CSR ``A`` where ``keep`` (one flag per stored entry; ``rows`` their rows), times
+    ``scale``: a triangle or any other part cut by one comparison, without SciPy's round trip through COO (the
+    four triangles of a 4,600-state generator: 0.9 ms by ``sp.tril``, ``sp.triu`` and differences)."""
+    indptr = np.zeros(A.shape[0] + 1, dtype=A.indptr.dtype)
+    np.cumsum(np.bincount(rows[keep], minlength=A.shape[0]), out=indptr[1:])
+    out = sp.csr_matrix((A.data[keep] * scale if scale != 1.0 else A.data[keep], A.indices[keep], indptr),
+                        shape=A.shape)
+    out.has_canonical_format = True
+    return out
+
+
+def _triangles(A: sp.spmatrix, *, upper: bool = True) -> tuple:
+    """``(D + L, D + U)`` of ``A`` by rows (the second ``None`` unless ``upper``), cut by :func:`csr_part`."""
+    A = sp.csr_matrix(A, dtype=float)
+    if not A.has_canonical_format:
+        A = A.copy()
+        A.sum_duplicates()
+    rows = np.repeat(np.arange(A.shape[0], dtype=A.indices.dtype), np.diff(A.indptr))
+    lower = csr_part(A, rows, A.indices <= rows)
+    return lower, (csr_part(A, rows, A.indices >= rows) if upper else None)
+
+
 class GaussSeidel:
     """The forward Gauss-Seidel preconditioner ``M = D + L`` of ``A`` (its lower triangle).
 
@@ -667,7 +709,7 @@ class GaussSeidel:
     """
 
     def __init__(self, A: sp.spmatrix):
-        M = sp.tril(A, format="csr")
+        M, _ = _triangles(A, upper=False)
         if np.any(M.diagonal() == 0):
             raise ZeroDivisionError("Gauss-Seidel needs a nonzero diagonal")
         self.lu = Triangle(M, lower=True)
@@ -707,7 +749,7 @@ class SymmetricGaussSeidel:
     name = "symmetric-gauss-seidel"
 
     def __init__(self, A: sp.spmatrix):
-        lower, upper = sp.tril(A, format="csr"), sp.triu(A, format="csr")  # swept by rows (Triangle)
+        lower, upper = _triangles(A)  # swept by rows (Triangle)
         self.d = np.asarray(A.diagonal(), dtype=float)
         if np.any(self.d == 0):
             raise ZeroDivisionError("Gauss-Seidel needs a nonzero diagonal")

@@ -99,8 +99,21 @@ def _remember(given, coords: np.ndarray, key: tuple, perm: np.ndarray, seps: lis
     _LAST["entry"] = (ref, key, _fingerprint(coords), perm, [s.copy() for s in seps])
 
 
-def _dissect(coords: np.ndarray, jumps: np.ndarray, leaf_size: int, separators: list) -> np.ndarray:
-    """The ordering of :func:`nested_dissection` (its separators' sizes appended to ``separators``)."""
+def separator_sizes(coords: np.ndarray, jumps: np.ndarray, levels: int, *, leaf_size: int = 32) -> list:
+    """The sizes of the separators of :func:`nested_dissection`'s first ``levels`` levels (one array per level),
+    without the ordering: the largest separators, at a fraction of the whole dissection's cost (a lower bound of
+    its fill and work for :func:`exactq.solvers.linear.predict_lu`)."""
+    coords = np.asarray(coords, dtype=np.int64)
+    seps: list = []
+    if coords.shape[0]:
+        _dissect(coords, np.maximum(np.asarray(jumps, dtype=np.int64), 0), leaf_size, seps, levels=levels)
+    return seps
+
+
+def _dissect(coords: np.ndarray, jumps: np.ndarray, leaf_size: int, separators: list,
+             levels: int | None = None) -> np.ndarray | None:
+    """The ordering of :func:`nested_dissection` (its separators' sizes appended to ``separators``); with
+    ``levels``, only that many levels' separators and no ordering (None)."""
     n = coords.shape[0]
     splittable = jumps > 0
     box = np.zeros(n, dtype=np.int64)
@@ -108,7 +121,7 @@ def _dissect(coords: np.ndarray, jumps: np.ndarray, leaf_size: int, separators: 
     hi = coords.max(0)[None, :]
     alive = np.ones(1, dtype=bool)  # boxes that may still be split
     key = np.zeros(n, dtype=np.int64)
-    for _level in range(_MAX_LEVELS):
+    for _level in range(_MAX_LEVELS if levels is None else min(levels, _MAX_LEVELS)):
         size = np.bincount(box, minlength=len(lo))
         extent = np.where(splittable[None, :], hi - lo, -1)
         k = np.argmax(extent, axis=1)
@@ -143,7 +156,7 @@ def _dissect(coords: np.ndarray, jumps: np.ndarray, leaf_size: int, separators: 
         new_lo[rows, kk] = np.where(dd == 1, cc + ww, np.where(dd == 2, cc, new_lo[rows, kk]))
         lo, hi = new_lo, new_hi
         alive = was_split & (dig != 2)
-    return np.argsort(key, kind="stable")
+    return np.argsort(key, kind="stable") if levels is None else None
 
 
 # 3**39 < 2**63: the base-3 key of a point fits in int64 for 39 levels

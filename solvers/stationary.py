@@ -69,7 +69,7 @@ from exactq.catalogue import register_solver
 from exactq.ctmc import CTMC, DTMC, ORDERINGS, StationaryDistribution
 from exactq.errors import ConvergenceError, ConvergenceWarning, ModelError, NotApplicableError, ReducibleError
 
-from .linear import MAX_REFERENCES, NoValidVector, choose, gth, warn_or_raise
+from .linear import MAX_REFERENCES, NoValidVector, choose, csr_part as _part, gth, warn_or_raise
 from .ordering import nested_dissection
 from .structure import communicating_classes
 
@@ -493,16 +493,6 @@ def _mass_estimate(Q: sp.csr_matrix, sweeps: int = 3, x0: np.ndarray | None = No
     reference state), so a few sweeps suffice.
     """
     return _MassSweeps(Q).run(x0, sweeps)
-
-
-def _part(A: sp.csr_matrix, rows: np.ndarray, keep: np.ndarray, scale: float = 1.0) -> sp.csr_matrix:
-    """The entries of the canonical ``A`` where ``keep`` (one flag per stored entry; ``rows`` their rows), times
-    ``scale``."""
-    indptr = np.zeros(A.shape[0] + 1, dtype=A.indptr.dtype)
-    np.cumsum(np.bincount(rows[keep], minlength=A.shape[0]), out=indptr[1:])
-    out = sp.csr_matrix((A.data[keep] * scale, A.indices[keep], indptr), shape=A.shape)
-    out.has_canonical_format = True
-    return out
 
 
 class _MassSweeps:

@@ -188,6 +188,32 @@ def test_choose_takes_the_lu_for_a_band_and_bicgstab_for_a_six_dimensional_box()
     assert "predicted LU" in why["why"] and why["predicted_lu_nnz"] > 10 * Q6.nnz
 
 
+def test_a_lower_bound_from_the_first_levels_decides_as_the_whole_dissection_does():
+    """choose() measures the dissection's first levels first: when their separators alone put the LU above the
+    iterative estimate, that lower bound is reported ("at least", below the whole prediction) and the choice is
+    the whole prediction's; when they do not, the whole dissection is made and reported as before."""
+    import exactq.solvers.linear as L
+    from exactq.solvers.ordering import separator_sizes
+
+    Q6, c6 = grid_generator((5,) * 6)
+    jumps = np.ones(6, np.int64)
+    whole: list = []
+    nested_dissection(c6, jumps, separators=whole)
+    first = separator_sizes(c6, jumps, L.PROBE_LEVELS)
+    assert len(first) == L.PROBE_LEVELS
+    assert all(np.array_equal(a, b) for a, b in zip(first, whole))
+    full = predict_lu(Q6, coords=c6, jumps=jumps)
+    probe = predict_lu(Q6, coords=c6, jumps=jumps, enough_flops=1.0)
+    assert "at least" in probe.how and "at least" not in full.how
+    assert probe.flops <= full.flops and probe.nnz <= full.nnz
+    name, why = choose(Q6, coords=c6, jumps=jumps)
+    assert name == "bicgstab" and "at least" in why["prediction"]
+    assert predict_lu(Q6, coords=c6, jumps=jumps, enough_flops=10 * full.flops).how == full.how
+    Q2, c2 = grid_generator((60, 60))  # an LU that wins: the whole dissection is reported
+    name, why = choose(Q2, coords=c2, jumps=np.array([1, 1]))
+    assert name == "direct" and "at least" not in why["prediction"]
+
+
 def test_an_explicit_direct_solve_over_the_budget_is_refused_in_one_line(monkeypatch):
     monkeypatch.setenv("EXACTQ_MEMORY_BUDGET", "1MB")
     Q6, c6 = grid_generator((5,) * 6)
