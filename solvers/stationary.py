@@ -496,12 +496,28 @@ def _mass_estimate(Q: sp.csr_matrix, sweeps: int = 3, x0: np.ndarray | None = No
 
 
 class _MassSweeps:
-    """The sweeps of :func:`_mass_estimate` on one generator (its triangles prepared once)."""
+    """The sweeps of :func:`_mass_estimate` on one generator (prepared once).
+
+    A half sweep solves ``(D - L) y = U x`` (forward) or ``(D - U) y = L x`` (backward), ``D - L - U = -Q^T``:
+    one Gauss-Seidel sweep over ``-Q^T y = 0`` started from ``x``, which PyAMG's compiled sweep makes in one
+    pass over the rows (:func:`exactq.solvers.linear._sweeps_work`). Without it, the triangles are cut and
+    solved apart (a product and a triangular solve a half sweep).
+    """
 
     def __init__(self, Q: sp.csr_matrix):
+        from .linear import _SWEEPS, _sweeps_work
+
         QT = sp.csr_matrix(Q.T)
         QT.sum_duplicates()
         d = -QT.diagonal()
+        self.n = Q.shape[0]
+        self._sweep = None
+        if np.all(d > 0) and _sweeps_work():
+            M = -QT  # rows of -Q^T: one sweep each way, in place
+            self._sweep = _SWEEPS[0]
+            self._M = (M.indptr.astype(np.intc, copy=False), M.indices.astype(np.intc, copy=False),
+                       np.ascontiguousarray(M.data, dtype=float))
+            return
         # the four triangles cut from Q^T's entries by one comparison each (D - L is -Q^T on and below the
         # diagonal): tril, triu and two differences with a diagonal matrix took 0.9 ms at 4,600 states
         rows = np.repeat(np.arange(QT.shape[0], dtype=QT.indices.dtype), np.diff(QT.indptr))
@@ -509,11 +525,7 @@ class _MassSweeps:
         self.upper = _part(QT, rows, QT.indices > rows)
         A_fwd = _part(QT, rows, QT.indices <= rows, -1.0)
         A_bwd = _part(QT, rows, QT.indices >= rows, -1.0)
-        self.n = Q.shape[0]
         if np.all(d > 0):
-            # sweeps over the triangles themselves (Triangle: no factorisation, no fill, no pivoting), as the
-            # Gauss-Seidel preconditioners of :mod:`exactq.solvers.linear`: SuperLU's triangular solve took 0.5 ms
-            # on 32,640 states, against 3 ms for spsolve_triangular, whose six solves were most of this cost
             from .linear import Triangle
 
             self.solves = [Triangle(A_fwd, lower=True).solve, Triangle(A_bwd, lower=False).solve]
@@ -521,19 +533,41 @@ class _MassSweeps:
             self.solves = [lambda r: spla.spsolve_triangular(A_fwd, r, lower=True),
                            lambda r: spla.spsolve_triangular(A_bwd, r, lower=False)]
 
+    def _halves(self, x: np.ndarray):
+        """The two half sweeps from ``x``: each yields its (unscaled) ``y`` (for an all-zero right-hand side
+        ``U x`` or ``L x``, the triangle's solve of ``x`` itself)."""
+        if self._sweep is not None:
+            n, zero = self.n, np.zeros(self.n)
+            for start, stop, step in ((0, n, 1), (n - 1, -1, -1)):
+                y = x.copy()
+                self._sweep(*self._M, y, zero, start, stop, step)
+                if not y.any():  # y = 0 exactly when the right-hand side is: solve with x instead, from zero
+                    y = np.zeros(n)
+                    self._sweep(*self._M, y, np.ascontiguousarray(x), start, stop, step)
+                x = yield y
+            return
+        for solve, rhs_part in zip(self.solves, (self.upper, self.lower)):
+            rhs = rhs_part @ x
+            if not rhs.any():
+                rhs = x
+            x = yield solve(rhs)
+
     def run(self, x0: np.ndarray | None, sweeps: int) -> np.ndarray:
         x = np.full(self.n, 1.0 / self.n) if x0 is None else np.array(x0, dtype=float)
         for _ in range(sweeps):
-            for solve, rhs_part in zip(self.solves, (self.upper, self.lower)):
-                rhs = rhs_part @ x
-                if not rhs.any():
-                    rhs = x
-                with np.errstate(all="ignore"):
-                    y = solve(rhs)
+            halves = self._halves(x)
+            with np.errstate(all="ignore"):
+                y = next(halves)
+            while True:
                 top = float(np.max(y, initial=0.0))
                 if not (np.all(np.isfinite(y)) and top > 0.0):
                     return x
                 x = y / top
+                try:
+                    with np.errstate(all="ignore"):
+                        y = halves.send(x)
+                except StopIteration:
+                    break
         return x
 
     def settled(self, sweeps: int = 3, most: int | None = None) -> np.ndarray:

@@ -298,26 +298,35 @@ def test_a_poor_first_reference_state_is_recovered_from_without_running_the_iter
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 200])
-def test_the_sweeps_triangles_are_the_triangles_of_the_transposed_generator(n):
-    """:class:`_MassSweeps` cuts its four triangles from Q^T by one comparison each; against SciPy's tril/triu
-    (empty rows included: a state without entries in a triangle)."""
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_mass_sweeps_are_gauss_seidel_half_sweeps_of_the_transposed_generator(n, compiled, monkeypatch):
+    """:class:`_MassSweeps`' half sweeps, by PyAMG's compiled sweep over -Q^T or by the four triangles cut from
+    Q^T (without it), against dense solves: forward (D - L) y = U x, backward (D - U) y = L x, and the solve of
+    x itself where the right-hand side is zero (x = e_0 has U x = 0)."""
+    import exactq.solvers.linear as L
     from exactq.solvers.stationary import _MassSweeps
 
+    if not compiled:
+        monkeypatch.setattr(L, "_SWEEPS", [None])
     rng = np.random.default_rng(n)
     R = sp.random(n, n, density=0.05, random_state=rng, format="csr")
     R.setdiag(0)
     R.eliminate_zeros()
     Q = sp.csr_matrix(R - sp.diags(np.asarray(R.sum(axis=1)).ravel() + 1.0))
     s = _MassSweeps(Q)
-    QT = Q.T.tocsr()
-    D = sp.diags(QT.diagonal())
-    assert abs(s.lower - sp.tril(QT, -1)).max() == 0 if n > 1 else s.lower.nnz == 0
-    assert abs(s.upper - sp.triu(QT, 1)).max() == 0 if n > 1 else s.upper.nnz == 0
+    assert (s._sweep is not None) == compiled
+    QT = Q.T.toarray()
+    Dm = np.diag(-np.diag(QT))
+    low, up = np.tril(QT, -1), np.triu(QT, 1)
+    for x in (rng.random(n), np.eye(n)[0]):
+        halves = s._halves(x)
+        y1 = next(halves)
+        rhs = up @ x
+        want = np.linalg.solve(Dm - low, rhs if rhs.any() else x)
+        np.testing.assert_allclose(y1, want, rtol=1e-12, atol=1e-14)
+        x1 = y1 / y1.max()
+        y2 = halves.send(x1)
+        rhs = low @ x1
+        np.testing.assert_allclose(y2, np.linalg.solve(Dm - up, rhs if rhs.any() else x1), rtol=1e-12, atol=1e-14)
     x = rng.random(n)
-    # the forward solve is (D - L) y = b with D = -diag(Q^T): check it solves that system
-    b = rng.random(n)
-    y = s.solves[0](b)
-    assert np.allclose((-D - sp.tril(QT, -1)) @ y, b, rtol=1e-12, atol=1e-12)
-    y = s.solves[1](b)
-    assert np.allclose((-D - sp.triu(QT, 1)) @ y, b, rtol=1e-12, atol=1e-12)
     assert np.all(np.isfinite(s.run(x, 2)))
