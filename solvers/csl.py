@@ -625,7 +625,7 @@ class _Evaluator:
         try:  # one closed class: solve_stationary solves it alone (zero on the transient states)
             st = self.cache.get(key)
             if st is None:
-                st = solve_stationary(self.chain, solver=self.solver, strict=self.strict)
+                st = solve_stationary(self.chain, solver=self.solver, strict=self.strict, classes=cls)
                 self.cache[key] = st
             else:
                 self.info["stationary_reused"] = True

@@ -97,6 +97,7 @@ def stationary(
     describe_state=None,
     dps: int = 50,
     ordering: str = "auto",
+    classes=None,
 ) -> StationaryDistribution:
     """Stationary distribution of the CTMC with generator ``Q``.
 
@@ -129,6 +130,9 @@ def stationary(
         Decimal digits for ``mpmath``.
     ordering : {"auto", "level", "nested-dissection", "mmd"}
         Fill-reducing ordering of ``direct`` and ``mpmath`` (see ``_ordering``).
+    classes : ClassStructure, optional
+        ``Q``'s communicating classes (:func:`~exactq.solvers.structure.communicating_classes`), when the
+        caller has found them already (a model checker's long-run query); found here otherwise.
 
     Returns
     -------
@@ -166,7 +170,7 @@ def stationary(
     if n == 1:
         return StationaryDistribution(np.ones(1), "trivial", 0.0, seconds=time.perf_counter() - t0)
 
-    cls = communicating_classes(Q)
+    cls = communicating_classes(Q) if classes is None else classes
     keep = None
     if not cls.is_irreducible:
         if len(cls.closed) > 1:
@@ -278,7 +282,7 @@ def _structure(chain) -> str | None:
                      "level-structured chains (each also registered by its own name)",
                  options=("solver", "strict", "rtol", "previous"))
 def solve_stationary(chain, *, solver: str = "auto", strict: bool = False, rtol: float | None = None,
-                     previous=None) -> StationaryDistribution:
+                     previous=None, classes=None) -> StationaryDistribution:
     """Stationary distribution of a :class:`~exactq.ctmc.CTMC` (or DTMC), using its geometry.
 
     Parameters
@@ -294,6 +298,8 @@ def solve_stationary(chain, *, solver: str = "auto", strict: bool = False, rtol:
         Relative residual target of the iterative methods (level aggregation: 1e-12).
     previous : (chain, StationaryDistribution), optional
         The last, smaller truncation: its solution warm-starts an iterative solver.
+    classes : ClassStructure, optional
+        The chain's communicating classes, when the caller has them (passed to :func:`stationary`).
 
     Returns
     -------
@@ -336,7 +342,7 @@ def solve_stationary(chain, *, solver: str = "auto", strict: bool = False, rtol:
     sol = stationary(Q, method=solver, strict=strict,
                      coords=chain.states, jumps=getattr(chain, "jumps", None), reference=chain.initial,
                      describe_state=chain.space.format_state, ordering=getattr(chain, "ordering", "auto"),
-                     **({} if rtol is None else {"rtol": rtol}))
+                     classes=classes, **({} if rtol is None else {"rtol": rtol}))
     if recovery:
         sol.info["recovery"] = recovery + sol.info.get("recovery", [])
     return replace(sol, space=chain.space)

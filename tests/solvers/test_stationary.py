@@ -612,3 +612,19 @@ def test_nested_dissection_is_made_once_for_the_same_states():
     c[:, 0] = c[:, 0][::-1]  # the same array object, other contents
     assert np.array_equal(ordering.nested_dissection(c, np.array([1, 1])), ordering._dissect(c, np.array([1, 1]), 32, []))
     assert not np.array_equal(ordering.nested_dissection(c, np.array([2, 1])), p2)  # other jumps: another ordering
+
+
+def test_classes_given_by_the_caller_are_used_as_found():
+    """stationary(classes=...) (a model checker passes the classes it found) answers as without them: the
+    same vector on a chain with transient states, the same refusal of a reducible one."""
+    from exactq.errors import ReducibleError
+    from exactq.solvers.structure import communicating_classes
+
+    Q = sp.csr_matrix(np.array([[-2.0, 1.0, 1.0, 0.0], [0.0, -1.0, 1.0, 0.0], [0.0, 3.0, -3.0, 0.0],
+                                [0.0, 0.0, 1.0, -1.0]]))
+    given = stationary(Q, classes=communicating_classes(Q))
+    np.testing.assert_array_equal(given.pi, stationary(Q).pi)
+    assert given.info["transient_states"] == 2
+    R = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    with pytest.raises(ReducibleError):
+        stationary(R, classes=communicating_classes(R))
