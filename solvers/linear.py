@@ -243,7 +243,7 @@ class LUPrediction:
 
 
 def predict_lu(A: sp.spmatrix, *, coords: np.ndarray | None = None, jumps: np.ndarray | None = None,
-               enough_flops: float | None = None) -> LUPrediction:
+               enough_flops: float | None = None, feedback=None) -> LUPrediction:
     """Predict the fill and work of a sparse LU of ``A`` (module docstring).
 
     Parameters
@@ -259,6 +259,8 @@ def predict_lu(A: sp.spmatrix, *, coords: np.ndarray | None = None, jumps: np.nd
         nested dissection's first :data:`PROBE_LEVELS` levels are measured first, and
         when their separators alone (a lower bound: the largest ones) reach this, that
         bound is returned (``how`` says "at least"), without the whole dissection.
+    feedback : tuple, optional
+        :func:`_feedback_set`'s answer for ``A``, when the caller has it (not found again).
 
     Returns
     -------
@@ -297,7 +299,7 @@ def predict_lu(A: sp.spmatrix, *, coords: np.ndarray | None = None, jumps: np.nd
                 nnz = float(A.nnz + (s ** 2).sum())
                 return LUPrediction(nnz, float((2.0 / 3.0) * (s ** 3).sum() + 10 * A.nnz), "nested dissection",
                                     f"nested dissection: {s.size} separators, the largest {int(s.max())} states")
-    fb = _feedback(A)
+    fb = _feedback(A) if feedback is None else _feedback_prediction(A, feedback)
     return fb if fb is not None else _envelope(A)
 
 
@@ -453,14 +455,15 @@ def _envelope(A: sp.spmatrix) -> LUPrediction:
 
 
 def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto",
-           trial: bool = False) -> tuple[str, dict]:
+           trial: bool = False, feedback=None) -> tuple[str, dict]:
     """Pick ``direct`` or ``bicgstab`` for ``A`` by predicted cost; returns (name, details).
 
     With ``trial=True`` (a caller that falls back to the LU when BiCGSTAB does not
     converge), a predicted LU of more than :data:`TRIAL_MIN_SECONDS` is preceded by a
     BiCGSTAB run of at most ``details["trial_iterations"]`` iterations (about
     :data:`TRIAL_BUDGET` times the predicted LU time): the prediction is a lower bound of
-    the LU's work, often 3-10 times below it.
+    the LU's work, often 3-10 times below it. ``feedback``: :func:`_feedback_set`'s answer
+    for ``A`` when the caller has found it (:func:`solve_mmatrix`), passed to :func:`predict_lu`.
 
     Raises
     ------
@@ -473,7 +476,7 @@ def choose(A: sp.spmatrix, *, coords=None, jumps=None, asked: str = "auto",
     # an LU predicted above DIRECT_PREFERENCE x the iterative time is never chosen, so a lower bound above that
     # decides without the whole dissection (asked for by name, the LU's full prediction is checked against memory)
     enough = None if asked != "auto" else DIRECT_PREFERENCE * iterative_seconds * LU_FLOPS_PER_SECOND
-    pred = predict_lu(A, coords=coords, jumps=jumps, enough_flops=enough)
+    pred = predict_lu(A, coords=coords, jumps=jumps, enough_flops=enough, feedback=feedback)
     details = pred.as_dict()
     budget = memory_budget()
     if asked == "direct":
@@ -1273,7 +1276,7 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
             out = _solve_bordered(A, np.asarray(b, dtype=float), details, found)
             if out is not None:
                 return out
-    name, details = choose(A, coords=coords, jumps=jumps, asked=solver, trial=solver == "auto")
+    name, details = choose(A, coords=coords, jumps=jumps, asked=solver, trial=solver == "auto", feedback=found)
     A = sp.csr_matrix(A)
     if name == "direct" and details.get("prediction", "").startswith("feedback"):
         out = _solve_bordered(A, np.asarray(b, dtype=float), details, found)
