@@ -241,9 +241,10 @@ def stationary(
         elif method == "direct" and asked == "auto":
             # the LU's reference row is dropped: an improbable one (tandem, 2,016 states: 2.3e-9 of the largest
             # entry) gives a vector with negative entries, redone by the recovery from a second LU (10 ms each);
-            # three sweeps (2 ms there) spot it beforehand. Changed only when improbable, so the other chains'
-            # LUs are the same
-            est = run._estimate = run.sweeps().run(None, 3)
+            # the sweeps spot it beforehand, until their largest entry settles (a loaded Erlang loss network of
+            # 5,456 states, where the mass moves as a wave: three sweeps pointed at a state of 3.9e-11 and a
+            # second LU of 50 ms followed). Changed only when improbable, so the other chains' LUs are the same
+            est = run._estimate = run.sweeps().settled()
             guess = int(np.argmax(est))
             if np.isfinite(est[guess]) and est[guess] > 0 and est[ref] < IMPROBABLE * est[guess]:
                 ref = guess
