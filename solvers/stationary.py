@@ -228,6 +228,7 @@ def stationary(
                       ordering=ordering, plan=plan, name=(name if keep is None else lambda i: name(int(keep[i]))),
                       auto=asked == "auto", lu_fits=budget is None or chosen.get("predicted_lu_bytes", 0) <= budget)
         first = method
+        given = ref
         if method == "bicgstab":
             # the largest exit rate (or the initial state, solve_stationary's reference) is often an improbable
             # state (FMS n = 4: 7e-10 of the largest entry; n = 5, its initial state: 7.5e-7), and an iterative
@@ -252,6 +253,10 @@ def stationary(
         details = inf.pop("solver", {})
         info.update(inf)
         info["solver"] = {"name": method, **chosen, **details}
+        if ref != given:  # the mass sweeps moved the reference state: say from where, and why
+            est = run._estimate
+            info["solver"]["reference"] = (f"{run.name(ref)}, the mass sweeps' largest entry, instead of "
+                                           f"{run.name(given)} ({float(est[given] / est[ref]):.2g} of it)")
         if method != first:
             info["solver"]["why"] = f"{first} failed (see recovery); {chosen.get('why', '')}".rstrip("; ")
 
