@@ -186,15 +186,34 @@ def _measures(reward_names, label_names) -> tuple[dict, str]:
 
 
 def _chain_class(base: type, name: str, kind: str, measures: dict, default: str, summary: str) -> type:
+    """The model class of one file: ``base`` (a frozen dataclass) with the file's name, measures and methods as
+    class attributes.
+
+    It adds no field, so it is not run through ``dataclass`` again: it inherits ``base``'s ``__init__``,
+    ``__eq__``, ``__hash__`` and ``__repr__`` (which read the instance's own class), and blocks every assignment
+    itself (``base``'s frozen ``__setattr__`` blocks only its fields on a subclass). ``dataclass`` would generate
+    those five methods again by ``exec`` for every file loaded: 1.0-1.4 ms of a 5.6 ms ``load_prism``.
+    """
+    attrs = {"name": name, "summary": summary, "kind": kind, "__module__": __name__,
+             "__setattr__": _frozen_setattr, "__delattr__": _frozen_delattr}
     if kind == "mdp":  # an MDP file: its properties are checked (exactq check); it offers no chain to solve
-        attrs = {"name": name, "summary": summary, "measures": {}, "default_measure": "", "methods": (),
-                 "kind": kind, "__module__": __name__, "auto_method": _mdp_not_solved}
-        return dataclass(frozen=True)(type(f"{base.__name__}_{_ident(name)}", (base,), attrs))
+        attrs.update(measures={}, default_measure="", methods=(), auto_method=_mdp_not_solved)
+        return type(f"{base.__name__}_{_ident(name)}", (base,), attrs)
     mixin = _CTMCFactory if kind == "ctmc" else _DTMCFactory
-    attrs = {"name": name, "summary": summary, "measures": measures, "default_measure": default,
-             "methods": ("ctmc",) if kind == "ctmc" else ("dtmc",), "kind": kind, "__module__": __name__}
-    cls = type(f"{base.__name__}_{_ident(name)}", (mixin, base), attrs)
-    return dataclass(frozen=True)(cls)
+    attrs.update(measures=measures, default_measure=default, methods=("ctmc",) if kind == "ctmc" else ("dtmc",))
+    return type(f"{base.__name__}_{_ident(name)}", (mixin, base), attrs)
+
+
+def _frozen_setattr(self, name, value):
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _frozen_delattr(self, name):
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
 def _mdp_not_solved(self):

@@ -212,3 +212,20 @@ module b sm : [0..c]; [route] sm<c -> 1 : (sm'=sm+1); [] sm>0 -> 4 : (sm'=sm-1);
     assert built.chain.n_states == 2 * c * c + 3 * c + 1
     assert time.process_time() - t0 < 30
     assert math.isclose(sp.csr_matrix(built.chain.Q).sum(), 0.0, abs_tol=1e-6)
+
+
+@pytest.mark.parametrize("name, constants", [("dice.pm", None), ("mdp_dice.nm", {"q": "0.5"})])
+def test_a_loaded_model_is_a_frozen_dataclass_of_its_own_class(name, constants):
+    """load_prism's per-file class adds no field and is not run through dataclass() again: the instance still
+    compares, hashes, prints and is replaced as a dataclass, and refuses every assignment, a new name as well."""
+    import dataclasses
+
+    m = load_prism(FILES / name, constants)
+    assert dataclasses.is_dataclass(m) and [f.name for f in dataclasses.fields(m)] == ["path", "constants",
+                                                                                      "strict", "model_file"]
+    assert repr(m).startswith(type(m).__name__ + "(path=")
+    assert m == dataclasses.replace(m) and hash(m) == hash(dataclasses.replace(m))
+    assert dataclasses.replace(m, strict=True).strict is True
+    for change in (lambda: setattr(m, "path", "x"), lambda: setattr(m, "anything", 1), lambda: delattr(m, "path")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            change()
