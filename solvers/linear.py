@@ -285,22 +285,29 @@ def predict_lu(A: sp.spmatrix, *, coords: np.ndarray | None = None, jumps: np.nd
 
         if enough_flops is not None:
             seps = separator_sizes(coords, jumps, PROBE_LEVELS)
-            s = np.concatenate(seps).astype(float) if seps else np.zeros(0)
-            if s.size and (2.0 / 3.0) * float((s ** 3).sum()) >= enough_flops:
-                return LUPrediction(float(A.nnz + (s ** 2).sum()), float((2.0 / 3.0) * (s ** 3).sum() + 10 * A.nnz),
-                                    "nested dissection", f"nested dissection, at least: the first {len(seps)} "
-                                                         f"levels' {s.size} separators, the largest {int(s.max())} "
-                                                         f"states")
+            pred, dense = _separator_prediction(A, seps, f"nested dissection, at least: the first {len(seps)} "
+                                                            f"levels' ")
+            if pred is not None and dense >= enough_flops:
+                return pred
         seps: list = []
         nested_dissection(coords, jumps, separators=seps)
-        if seps:
-            s = np.concatenate(seps).astype(float)
-            if s.size and s.max() > 0:
-                nnz = float(A.nnz + (s ** 2).sum())
-                return LUPrediction(nnz, float((2.0 / 3.0) * (s ** 3).sum() + 10 * A.nnz), "nested dissection",
-                                    f"nested dissection: {s.size} separators, the largest {int(s.max())} states")
+        pred, _ = _separator_prediction(A, seps, "nested dissection: ")
+        if pred is not None:
+            return pred
     fb = _feedback(A) if feedback is None else _feedback_prediction(A, feedback)
     return fb if fb is not None else _envelope(A)
+
+
+def _separator_prediction(A: sp.spmatrix, seps: list, lead: str) -> tuple:
+    """``(prediction, dense)``: the LU of a nested dissection from its separators' sizes (one array per level),
+    their dense blocks, ``nnz(A) + sum s^2`` entries and ``dense = (2/3) sum s^3`` flops (module docstring);
+    ``(None, 0.0)`` without a separator. ``lead`` begins the prediction's ``how``."""
+    s = np.concatenate(seps).astype(float) if seps else np.zeros(0)
+    if not (s.size and s.max() > 0):
+        return None, 0.0
+    dense = (2.0 / 3.0) * float((s ** 3).sum())
+    return LUPrediction(float(A.nnz + (s ** 2).sum()), float(dense + 10 * A.nnz), "nested dissection",
+                        f"{lead}{s.size} separators, the largest {int(s.max())} states"), dense
 
 
 def _feedback(A: sp.spmatrix) -> LUPrediction | None:
@@ -530,7 +537,8 @@ class Triangle:
     def __init__(self, M: sp.spmatrix, *, lower: bool, own: bool = False):
         # ``own``: M's arrays are the caller's to give away (sorted or scaled in place, not copied)
         self.lower, self._fallback, self._T = lower, None, None
-        if _sweeps_work():
+        sweep = compiled_sweep()
+        if sweep is not None:
             R = sp.csr_matrix(M, dtype=float)  # M's own arrays when it is a float CSR: the sweep only reads them
             if not R.has_canonical_format:
                 R = R if own else R.copy()  # (its arrays may be M's)
@@ -539,18 +547,11 @@ class Triangle:
             if np.any(d == 0):
                 raise ZeroDivisionError("a triangular solve needs a nonzero diagonal")
             self.n = R.shape[0]
-            self._sweep = _SWEEPS[0]
+            self._sweep = sweep
             self._R = R
-            self._N = self._arrays(R)
+            self._N = sweep_arrays(R)
             return
         self._init_gstrs(M, own)
-
-    @staticmethod
-    def _arrays(R: sp.csr_matrix) -> tuple:
-        # int32 indices and contiguous float64 entries, as the compiled sweep takes them (others would be
-        # converted on every call)
-        return (R.indptr.astype(np.intc, copy=False), R.indices.astype(np.intc, copy=False),
-                np.ascontiguousarray(R.data, dtype=float))
 
     def _init_gstrs(self, M: sp.spmatrix, own: bool) -> None:
         # K = M (lower) or M^T (upper) in CSC: M's CSC, or M's CSR transposed (a view of its arrays)
@@ -587,7 +588,7 @@ class Triangle:
                 arrays = self._N
             else:
                 if self._T is None:
-                    self._T = self._arrays(sp.csr_matrix(self._R.T))
+                    self._T = sweep_arrays(sp.csr_matrix(self._R.T))
                 arrays = self._T
             x = np.zeros(self.n)
             rhs = np.ascontiguousarray(b, dtype=float)
@@ -634,6 +635,20 @@ def _pyamg_sweep():
     from pyamg.amg_core import gauss_seidel
 
     return gauss_seidel
+
+
+def sweep_arrays(R: sp.csr_matrix) -> tuple:
+    """``R``'s index pointer, indices and entries as :func:`compiled_sweep` takes them: int32 indices and contiguous
+    float64 entries (others would be converted on every call)."""
+    return (R.indptr.astype(np.intc, copy=False), R.indices.astype(np.intc, copy=False),
+            np.ascontiguousarray(R.data, dtype=float))
+
+
+def compiled_sweep():
+    """PyAMG's compiled ``gauss_seidel(indptr, indices, data, x, b, start, stop, step)`` (one sweep over the rows
+    ``start, start + step, ...`` of ``A x = b``, ``x`` in place), or None where it does not work
+    (:func:`_sweeps_work`)."""
+    return _SWEEPS[0] if _sweeps_work() else None
 
 
 def _sweeps_work() -> bool:

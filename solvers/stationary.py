@@ -512,23 +512,20 @@ class _MassSweeps:
 
     A half sweep solves ``(D - L) y = U x`` (forward) or ``(D - U) y = L x`` (backward), ``D - L - U = -Q^T``:
     one Gauss-Seidel sweep over ``-Q^T y = 0`` started from ``x``, which PyAMG's compiled sweep makes in one
-    pass over the rows (:func:`exactq.solvers.linear._sweeps_work`). Without it, the triangles are cut and
+    pass over the rows (:func:`exactq.solvers.linear.compiled_sweep`). Without it, the triangles are cut and
     solved apart (a product and a triangular solve a half sweep).
     """
 
     def __init__(self, Q: sp.csr_matrix):
-        from .linear import _SWEEPS, _sweeps_work
+        from .linear import compiled_sweep, sweep_arrays
 
         QT = sp.csr_matrix(Q.T)
         QT.sum_duplicates()
         d = -QT.diagonal()
         self.n = Q.shape[0]
-        self._sweep = None
-        if np.all(d > 0) and _sweeps_work():
-            M = -QT  # rows of -Q^T: one sweep each way, in place
-            self._sweep = _SWEEPS[0]
-            self._M = (M.indptr.astype(np.intc, copy=False), M.indices.astype(np.intc, copy=False),
-                       np.ascontiguousarray(M.data, dtype=float))
+        self._sweep = compiled_sweep() if np.all(d > 0) else None
+        if self._sweep is not None:
+            self._M = sweep_arrays(-QT)  # rows of -Q^T: one sweep each way, in place
             return
         # the four triangles cut from Q^T's entries by one comparison each (D - L is -Q^T on and below the
         # diagonal): tril, triu and two differences with a diagonal matrix took 0.9 ms at 4,600 states
