@@ -395,10 +395,7 @@ class _Evaluator:
             i = int(np.flatnonzero(rate < 0)[0])
             raise ModelError(f"R=? [ C ] (the total reward) needs rewards >= 0; state {self.state_text(i)} has "
                              f"{rate[i]:g}")
-        key = ("classes-structure",)
-        cls = self.cache.get(key)
-        if cls is None:
-            cls = self.cache[key] = communicating_classes(sp.csr_matrix(self.Q))
+        cls = self.classes()
         rec = cls.recurrent_mask
         positive = np.zeros(cls.n_classes, dtype=bool)
         positive[cls.labels[rec & (rate > 0)]] = True
@@ -488,6 +485,16 @@ class _Evaluator:
             graph = self.cache[key] = _Predecessors(self.Q)
         return graph
 
+    def classes(self):
+        """The chain's communicating classes, found once per chain from the strong components that also order
+        its linear systems (:meth:`predecessors`; one search of the graph where there were two)."""
+        key = ("classes-structure",)
+        cls = self.cache.get(key)
+        if cls is None:
+            cls = self.cache[key] = communicating_classes(sp.csr_matrix(self.Q),
+                                                          components=self.predecessors().components())
+        return cls
+
     def adjacency(self) -> sp.csr_array:
         """The transition graph (1 for each transition; no diagonal in a CTMC, self-loops kept in a DTMC)."""
         key = ("adjacency",)
@@ -545,10 +552,7 @@ class _Evaluator:
 
     def steady_sets(self, holds):
         """``(no, yes)`` of ``S [ holds ]``: no closed class reached has a ``holds`` state / every one is inside it."""
-        key = ("classes-structure",)
-        cls = self.cache.get(key)
-        if cls is None:
-            cls = self.cache[key] = communicating_classes(sp.csr_matrix(self.Q))
+        cls = self.classes()
         rec = cls.recurrent_mask
         labels = cls.labels
         good = np.zeros(cls.n_classes, dtype=bool)
@@ -617,7 +621,7 @@ class _Evaluator:
         self.method = "query/stationary"
         key = ("stationary", self.solver, self.strict)
         hit = self.cache.get(("classes", self.solver))
-        cls = hit[0] if hit is not None else communicating_classes(sp.csr_matrix(self.Q))
+        cls = hit[0] if hit is not None else self.classes()
         if hit is None:
             self.cache[("classes", self.solver)] = (cls, {})
         if len(cls.closed) > 1:  # the bottom SCCs one by one, weighted by the probability of reaching each
@@ -652,7 +656,7 @@ class _Evaluator:
         """Several closed classes: each one's long-run value, weighted by the probability of ending in it."""
         Q = sp.csr_matrix(self.Q)
         hit = self.cache.get(("classes", self.solver))
-        cls = hit[0] if hit is not None else communicating_classes(Q)
+        cls = hit[0] if hit is not None else self.classes()
         solved = hit[1] if hit is not None else {}
         if hit is None:
             self.cache[("classes", self.solver)] = (cls, solved)

@@ -607,8 +607,9 @@ class Triangle:
 _SWEEPS: list = []
 
 
-def _pyamg_sweep():
-    """PyAMG's compiled ``gauss_seidel``, from its extension module alone when that loads.
+def _pyamg_sweep(name: str = "gauss_seidel"):
+    """PyAMG's compiled ``gauss_seidel`` (or another function of its relaxation module: ``gauss_seidel_indexed``),
+    from its extension module alone when that loads.
 
     ``import pyamg`` runs the package's ``__init__``, which imports its solvers and its gallery: 37 ms measured
     here, where this module alone loads in 1.3 ms (a whole FMS model of 623 states takes 40 ms to build and
@@ -629,12 +630,12 @@ def _pyamg_sweep():
                     found = importlib.util.spec_from_file_location("pyamg.amg_core.relaxation", path)
                     module = importlib.util.module_from_spec(found)
                     found.loader.exec_module(module)
-                    return module.gauss_seidel
+                    return getattr(module, name)
     except Exception:  # noqa: BLE001 -- another layout or loader: the package's own import below
         pass
-    from pyamg.amg_core import gauss_seidel
+    from pyamg.amg_core import relaxation
 
-    return gauss_seidel
+    return getattr(relaxation, name)
 
 
 def sweep_arrays(R: sp.csr_matrix) -> tuple:
@@ -673,6 +674,33 @@ def _sweeps_work() -> bool:
             fn = None
         _SWEEPS.append(fn)
     return _SWEEPS[0] is not None
+
+
+_INDEXED: list = []
+
+
+def compiled_indexed_sweep():
+    """PyAMG's compiled ``gauss_seidel_indexed(indptr, indices, data, x, b, rows, start, stop, step)`` (one sweep
+    over the rows ``rows[start], rows[start + step], ...``, ``x`` in place: a triangular solve in a permuted order
+    without permuting the matrix), or None where it or :func:`compiled_sweep` does not work (checked once per
+    process, on a lower triangle numbered backwards)."""
+    if not _sweeps_work():
+        return None
+    if not _INDEXED:
+        fn = None
+        try:
+            indexed = _pyamg_sweep("gauss_seidel_indexed")
+            # [[4, -2, 0.25], [0, 1, -0.5], [0, 0, 2]] x = b: row 2 first, then 1, then 0
+            x, b = np.zeros(3), np.array([3.0, 2.0, 1.0])
+            indexed(np.array([0, 3, 5, 6], dtype=np.intc), np.array([0, 1, 2, 1, 2, 2], dtype=np.intc),
+                    np.array([4.0, -2.0, 0.25, 1.0, -0.5, 2.0]), x, b, np.array([2, 1, 0], dtype=np.intc), 0, 3, 1)
+            K = np.array([[4.0, -2.0, 0.25], [0.0, 1.0, -0.5], [0.0, 0.0, 2.0]])
+            if np.allclose(K @ x, b, rtol=1e-14, atol=0):
+                fn = indexed
+        except Exception:  # noqa: BLE001 -- a binding without it or with another signature
+            fn = None
+        _INDEXED.append(fn)
+    return _INDEXED[0]
 
 
 _GSTRS: list = []
@@ -1156,7 +1184,7 @@ def _permuted(A: sp.csr_matrix, order: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((R.data, pos[R.indices], R.indptr), shape=A.shape)
 
 
-def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
+def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str, blocks=None):
     """``A x = b`` by a sparse LU in the block triangular order of :func:`block_triangular_order`, when cheap.
 
     In that order, without pivoting (an M-matrix needs none: its pivots stay positive),
@@ -1168,6 +1196,12 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
     (TotalRuns=5, CrowdSize=10: a system of 25,103 unknowns in 8,515 components of at
     most 30): an LU of 0.23M entries in 0.016 s, where BiCGSTAB took 0.37 s (the
     envelope order predicted an LU of 66M entries). Returns ``None`` otherwise.
+
+    ``blocks``: an ``(order, sizes)`` the caller knows to be a block triangular order of ``A`` (the chain's own
+    strong components in a topological order, restricted to the unknowns: :meth:`_Predecessors.block_order
+    <exactq.solvers.reachability._Predecessors.block_order>`), taken when cheap, without another search for
+    ``A``'s components. With every block of one state, ``A`` is solved by sweeps over its rows in that order
+    (:func:`compiled_indexed_sweep`), not permuted first.
     """
     t0 = time.perf_counter()
     n = A.shape[0]
@@ -1188,12 +1222,31 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
         return not ((budget is not None and pred.bytes > budget) or
                     pred.seconds > DIRECT_PREFERENCE * iterative_seconds)
 
-    found = block_triangular_order(A, accept=cheap)
+    found = blocks if blocks is not None and cheap(blocks[1]) else None
+    if found is None:
+        found = block_triangular_order(A, accept=cheap)
     if found is None:
         return None
     order, sizes = found
     smax = float(sizes.max())
     pred = predicted(sizes)
+    indexed = compiled_indexed_sweep() if smax == 1 else None
+    if indexed is not None:
+        # acyclic: one sweep over A's rows in the topological order solves A x = b exactly, with A as it is (nand
+        # N=30, K=3, P=? [F "reliable"], 336,854 unknowns: no permuted copy of its 2.7M entries, 27 ms)
+        R = A if A.has_canonical_format else sp.csr_matrix((A.data.copy(), A.indices.copy(), A.indptr.copy()),
+                                                           shape=A.shape)
+        R.sum_duplicates()  # (the sweep takes the last diagonal entry of a row, not their sum)
+        if np.any(R.diagonal() <= 0):
+            return None
+        arrays = sweep_arrays(R)
+        rows = order.astype(np.intc)
+        x, v = np.zeros(n), np.zeros(n)
+        with np.errstate(all="ignore"):
+            indexed(*arrays, x, np.ascontiguousarray(b, dtype=float), rows, 0, n, 1)
+            indexed(*arrays, v, np.ones(n), rows, 0, n, 1)
+        lu_nnz = int(R.nnz)
+        return _block_answer(A, b, x, v, pred, lu_nnz, asked, t0)
     if smax == 1:
         # every component one state: in the reverse order A is upper triangular, and Triangle sweeps its CSR
         # backwards with no conversion and no copy: less fresh memory, which a fresh process pays for in page
@@ -1221,6 +1274,12 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
             x[order] = lu.solve(b[order])
             v[order] = lu.solve(np.ones(n))  # the certificate's vector from the same factors
             lu_nnz = int(lu.nnz)
+    return _block_answer(A, b, x, v, pred, lu_nnz, asked, t0)
+
+
+def _block_answer(A, b, x, v, pred, lu_nnz: int, asked: str, t0: float):
+    """:func:`_solve_block_triangular`'s answer: ``x`` with the bound certified by ``v = A^-1 1``, or None when
+    either is not finite."""
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(v))):
         return None
     details = {"name": "direct", **pred.as_dict(),
@@ -1235,7 +1294,7 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str):
 
 def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: float = 1e-13,
                   coords=None, jumps=None, what: str = "the linear system",
-                  maxiter: int | None = None) -> tuple[np.ndarray, dict]:
+                  maxiter: int | None = None, blocks=None) -> tuple[np.ndarray, dict]:
     """Solve the nonsingular M-matrix system ``A x = b`` by the predicted-cheapest solver.
 
     Parameters
@@ -1249,6 +1308,8 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
         Names the system in messages.
     maxiter : int, optional
         Iteration cap of BiCGSTAB (default: :func:`solve_iterative`'s).
+    blocks : (order, sizes), optional
+        A block triangular order of ``A`` known to the caller (:func:`_solve_block_triangular`).
 
     Returns
     -------
@@ -1276,7 +1337,7 @@ def solve_mmatrix(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: 
     n = A.shape[0]
     found = None
     if solver in ("auto", "direct") and n > SMALL_SYSTEM:
-        out = _solve_block_triangular(sp.csr_matrix(A), np.asarray(b, dtype=float), asked=solver)
+        out = _solve_block_triangular(sp.csr_matrix(A), np.asarray(b, dtype=float), asked=solver, blocks=blocks)
         if out is not None:
             return out
         A = sp.csr_matrix(A)
@@ -1362,6 +1423,8 @@ class LinearSystem:
     coords: np.ndarray | None = None
     jumps: np.ndarray | None = None
     what: str = "the linear system"
+    #: ``(order, sizes)``: a block triangular order of ``A`` the caller knows (the chain's strong components)
+    blocks: tuple | None = None
 
 
 def _system_size(system: LinearSystem) -> str | None:
@@ -1373,7 +1436,7 @@ def _system_size(system: LinearSystem) -> str | None:
 
 def _solve_system(system: LinearSystem, solver: str, rtol: float) -> tuple[np.ndarray, dict]:
     return solve_mmatrix(system.A, system.b, solver=solver, rtol=rtol, coords=system.coords, jumps=system.jumps,
-                         what=system.what)
+                         what=system.what, blocks=system.blocks)
 
 
 @register_solver(LinearSystem, name="linear", priority=100, family="linear", applies=_system_size,
@@ -1416,7 +1479,7 @@ def linear_solvers() -> list[str]:
 
 
 def solve_linear(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: float = 1e-13, coords=None,
-                 jumps=None, what: str = "the linear system") -> tuple[np.ndarray, dict]:
+                 jumps=None, what: str = "the linear system", blocks=None) -> tuple[np.ndarray, dict]:
     """Solve ``A x = b`` by the registry's solver named ``solver`` (``auto``: by predicted cost).
 
     Raises
@@ -1436,7 +1499,7 @@ def solve_linear(A: sp.spmatrix, b: np.ndarray, *, solver: str = "auto", rtol: f
     valid = LINEAR_SOLVERS if solver in LINEAR_SOLVERS else linear_solvers()  # a built-in name needs no look-up
     if solver not in valid:
         raise ModelError(f"linear solver must be one of {', '.join(valid)}; got {solver!r}")
-    system = LinearSystem(A, np.asarray(b, dtype=float), coords, jumps, what)
+    system = LinearSystem(A, np.asarray(b, dtype=float), coords, jumps, what, blocks)
     out = solve_representation(system, using=None if solver == "auto" else solver, rtol=rtol)
     if solver in LINEAR_SOLVERS:
         return out

@@ -64,6 +64,53 @@ class _Predecessors:
         else:
             self.indices, self.indptr = C.indices[keep], _kept_indptr(keep, C.indptr)
 
+    def components(self) -> tuple[int, np.ndarray]:
+        """The chain's strong components ``(count, labels)``, found once (those of the reversed graph are the
+        same: :func:`scipy.sparse.csgraph.connected_components`)."""
+        found = getattr(self, "_components", None)
+        if found is None:
+            R = sp.csr_array((np.ones(self.indices.size), self.indices, self.indptr), shape=(self.n, self.n))
+            found = self._components = csgraph.connected_components(R, directed=True, connection="strong")
+        return found
+
+    def block_order(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """A block triangular order of the system on ``states`` (``-Q[states][:, states]``, its unknowns numbered
+        as ``states``'s true entries), by the chain's strong components, or None.
+
+        A system's graph is a subgraph of the chain's, so the chain's components, in an order where every
+        transition leads to an earlier or the same component, put each system in block lower triangular form
+        with blocks no larger than theirs. That order is checked once, on every transition of the chain
+        (Pearce's numbering gives it; None when it does not); each system then takes it restricted to its
+        unknowns without a search of its own (:func:`exactq.solvers.linear._solve_block_triangular`; nand
+        N=30, K=3: three systems of up to 336,854 unknowns, 51 ms of search each). Returns ``(order, sizes)``:
+        the unknowns in that order and the sizes of the consecutive blocks.
+        """
+        topo = getattr(self, "_topological", None)
+        if topo is None:
+            k, labels = self.components()
+            topo = False
+            if k > 1:
+                # row j of the reversed graph lists the sources i of the transitions i -> j
+                target = np.repeat(labels, np.diff(self.indptr))
+                source = labels[self.indices]
+                if np.all(source >= target):
+                    topo = (np.argsort(labels, kind="stable"), labels)
+                elif np.all(source <= target):
+                    topo = (np.argsort(-labels, kind="stable"), labels)
+            self._topological = topo
+        if topo is False:
+            return None
+        order, labels = topo
+        mask = np.asarray(states, dtype=bool)
+        chosen = order[mask[order]]
+        if chosen.size == 0:
+            return None
+        local = np.cumsum(mask) - 1  # a state's index among the unknowns
+        lab = labels[chosen]
+        cuts = np.flatnonzero(lab[1:] != lab[:-1]) + 1
+        sizes = np.diff(np.concatenate(([0], cuts, [chosen.size])))
+        return local[chosen], sizes
+
     def restrict(self, movable: np.ndarray) -> "_Predecessors":
         """Only the edges leaving ``movable`` states (the predecessor must be movable)."""
         keep = movable[self.indices]
@@ -139,14 +186,15 @@ def _prob01(Q: sp.csr_array, left: np.ndarray, right: np.ndarray, *,
 
 
 def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, solver: str = "auto",
-                  what: str = "the linear system") -> tuple[np.ndarray, dict]:
+                  what: str = "the linear system", graph: "_Predecessors | None" = None) -> tuple[np.ndarray, dict]:
     """Solve ``-Q_SS x = rhs_rates`` on ``states``, scaled by the exit rates.
 
     The scaled matrix ``D^{-1}(-Q_SS) = I - P_SS`` is the embedded jump chain's, which
     keeps rates of very different magnitude from hurting the conditioning. The solver
     is the registry's (:func:`exactq.solvers.linear.solve_linear`: ``auto`` picks the
     sparse LU or BiCGSTAB by the LU's predicted cost), and the answer comes with a
-    componentwise error bound (``info["error_bound"]``, the largest).
+    componentwise error bound (``info["error_bound"]``, the largest). ``graph``: the chain's
+    :class:`_Predecessors` a caller keeps, whose components order the system (:meth:`_Predecessors.block_order`).
     """
     from .linear import solve_linear
 
@@ -163,7 +211,8 @@ def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, so
     A = -Qss
     A.data *= np.repeat(1.0 / exit_rate, np.diff(A.indptr))
     b = rhs_rates / exit_rate
-    x, linfo = solve_linear(A, b, solver=solver, what=f"{what} ({idx.size} states)")
+    blocks = graph.block_order(states) if graph is not None and solver in ("auto", "direct") else None
+    x, linfo = solve_linear(A, b, solver=solver, what=f"{what} ({idx.size} states)", blocks=blocks)
     x = np.atleast_1d(np.asarray(x, dtype=float))
     residual = float(np.max(np.abs(A @ x - b))) if x.size else 0.0
     info.update(residual=residual, error_bound=linfo["error_bound"], solver=linfo["solver"])
@@ -248,7 +297,8 @@ def until_probability(Q, left_mask, right_mask, *, solver: str = "auto", graph=N
     rest = ~no & ~yes
     # right-hand side: rate from each state of `rest` into the probability-1 states
     rhs = A[np.flatnonzero(rest)] @ yes.astype(float) if np.any(rest) else np.zeros(0)
-    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float), solver, "the reachability system")
+    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float), solver, "the reachability system",
+                                  graph)
     probs[rest] = np.clip(x, 0.0, 1.0)
     bound = solve_info.pop("_bound", None)
     lower, upper = probs.copy(), probs.copy()
@@ -327,7 +377,7 @@ def expected_time(Q, target_mask, *, solver: str = "auto", graph=None) -> tuple[
     times[target] = 0.0
     solve = yes & ~target
     x, solve_info = _solve_scaled(A, solve, np.ones(int(np.count_nonzero(solve))), solver,
-                                  "the expected-time system")
+                                  "the expected-time system", graph)
     times[solve] = x
     solve_info.pop("_bound", None)
     info = {
@@ -392,7 +442,7 @@ def expected_reward(Q, target_mask, reward, *, solver: str = "auto", graph=None)
     values = np.full(n, np.inf)
     values[target] = 0.0
     solve = yes & ~target
-    x, solve_info = _solve_scaled(A, solve, r[solve], solver, "the expected-reward system")
+    x, solve_info = _solve_scaled(A, solve, r[solve], solver, "the expected-reward system", graph)
     values[solve] = x
     solve_info.pop("_bound", None)
     info = {"method": _method_name(solve_info), "n_infinite": int(np.count_nonzero(~yes)), **solve_info,
@@ -452,6 +502,7 @@ def absorption_values(Q, absorbing_mask, values, *, solver: str = "auto", graph=
     v = np.asarray(values, dtype=float)
     if v.shape != (n,):
         raise ModelError(f"values must have shape ({n},); got {v.shape}")
+    given = graph  # (its components are kept for the next query; a graph made here is not)
     graph = _Predecessors(A) if graph is None else graph
     _, yes = _prob01(A, np.ones(n, dtype=bool), absorbing, graph=graph)
     if not yes.all():
@@ -462,7 +513,8 @@ def absorption_values(Q, absorbing_mask, values, *, solver: str = "auto", graph=
     out = np.where(ends, v, 0.0)
     rest = ~ends
     rhs = A[np.flatnonzero(rest)] @ np.where(ends, v, 0.0) if rest.any() else np.zeros(0)
-    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float), solver, "the absorption system")
+    x, solve_info = _solve_scaled(A, rest, np.asarray(rhs, dtype=float), solver, "the absorption system",
+                                  given)
     out[rest] = x
     solve_info.pop("_bound", None)
     return out, {"method": _method_name(solve_info), "n_settled": int(np.count_nonzero(settled)), **solve_info,

@@ -45,15 +45,22 @@ class ClassStructure:
         return np.isin(self.labels, self.closed)
 
 
-def communicating_classes(Q: sp.spmatrix) -> ClassStructure:
-    """Communicating classes of the chain with generator (or transition matrix) ``Q``."""
+def communicating_classes(Q: sp.spmatrix, components: tuple | None = None) -> ClassStructure:
+    """Communicating classes of the chain with generator (or transition matrix) ``Q``.
+
+    ``components``: ``Q``'s strong components ``(count, labels)`` when the caller has found them
+    (:meth:`exactq.solvers.reachability._Predecessors.components`).
+    """
     # self-loops (the diagonal) do not change strong components; explicit zeros are
     # dropped so that they are not taken for transitions
     A = sp.csr_matrix(Q)
     if A.nnz and np.any(A.data == 0):
         A = A.copy()
         A.eliminate_zeros()
-    n_classes, labels = connected_components(A, directed=True, connection="strong")
+    if components is None:
+        n_classes, labels = connected_components(A, directed=True, connection="strong")
+    else:
+        n_classes, labels = components
     if n_classes == 1:
         return ClassStructure(labels, 1, np.array([0]), np.array([0]))
     rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))

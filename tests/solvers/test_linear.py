@@ -503,6 +503,84 @@ def test_an_acyclic_system_is_solved_by_the_triangular_solve_with_its_certificat
     assert np.all(np.abs(x - exact) <= info["bound_vector"] + 1e-15)
 
 
+@pytest.mark.parametrize("sweeps", [True, False])
+def test_a_known_acyclic_order_is_swept_without_a_search_or_a_permuted_copy(sweeps, monkeypatch):
+    """The caller's block order (the chain's components): with blocks of one state the rows are swept in that
+    order (PyAMG's indexed sweep), with no search for components and no SuperLU; without the sweeps the permuted
+    triangle of the general path gives the same x. Both against spsolve, with the certificate's bound."""
+    import exactq.solvers.linear as L
+
+    if not sweeps:
+        monkeypatch.setattr(L, "_SWEEPS", [None])
+    elif L.compiled_indexed_sweep() is None:
+        pytest.skip("no PyAMG indexed sweep")
+    rng = np.random.default_rng(17)
+    n = 2000
+    rows = np.repeat(np.arange(n), 3)
+    cols = rows + rng.integers(1, 40, rows.size)  # every unknown depends on later ones only
+    keep = cols < n
+    A = sp.csr_matrix((-0.3 * rng.random(int(keep.sum())), (rows[keep], cols[keep])), shape=(n, n)) + \
+        sp.eye(n, format="csr")
+    perm = rng.permutation(n)
+    A = A[perm][:, perm].tocsr()
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[perm] = np.arange(n)
+    order = inverse[::-1].copy()  # the last original unknown first: A[order][:, order] is lower triangular
+    b = rng.random(n)
+    exact = spla.spsolve(A.tocsc(), b)
+
+    def no_search(*a, **k):
+        raise AssertionError("searched for components the caller gave")
+
+    monkeypatch.setattr(L, "block_triangular_order", no_search)
+    if sweeps:
+        monkeypatch.setattr(L.spla, "splu", no_search)
+        monkeypatch.setattr(L, "_permuted", no_search)  # swept in place
+    kept = A.copy()
+    x, info = solve_mmatrix(A, b, blocks=(order, np.ones(n, dtype=np.int64)))
+    assert "block triangular" in info["solver"]["why"] and info["solver"]["lu_nnz"] == A.nnz
+    assert (A != kept).nnz == 0 and np.array_equal(A.indices, kept.indices)  # the caller's A untouched
+    np.testing.assert_allclose(x, exact, rtol=1e-12)
+    assert np.all(np.abs(x - exact) <= info["bound_vector"] + 1e-15)
+
+
+def test_the_chains_components_order_each_restricted_system():
+    """_Predecessors.block_order: the chain's strong components (cycles chained one after another, numbered in
+    a hidden order) restricted to any set of unknowns put that system in block lower triangular form, blocks
+    no larger than the chain's; one component gives None."""
+    from exactq.solvers.reachability import _Predecessors
+
+    rng = np.random.default_rng(8)
+    k, s = 60, 4
+    n = k * s
+    rows, cols = [], []
+    for c in range(k):  # (this test's chain: cycles of s states, each leaking into a later cycle)
+        for i in range(s):
+            rows += [c * s + i]
+            cols += [c * s + (i + 1) % s]
+            if c + 1 < k:
+                rows += [c * s + i]
+                cols += [int(rng.integers((c + 1) * s, n))]
+    P = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    perm = rng.permutation(n)
+    P = P[perm][:, perm].tocsr()
+    Q = (P - sp.diags(np.asarray(P.sum(axis=1)).ravel())).tocsr()
+    graph = _Predecessors(Q)
+    for trial in range(5):
+        states = rng.random(n) < (1.0 if trial == 0 else 0.6)
+        idx = np.flatnonzero(states)
+        found = graph.block_order(states)
+        order, sizes = found
+        assert np.array_equal(np.sort(order), np.arange(idx.size)) and sizes.sum() == idx.size
+        assert sizes.max() <= s
+        blocks = np.repeat(np.arange(sizes.size), sizes)
+        T = (-Q[idx][:, idx])[order][:, order].tocoo()
+        above = T.col > T.row
+        assert np.all(blocks[T.row[above]] == blocks[T.col[above]])
+    ring = sp.csr_matrix(np.roll(np.eye(5), 1, axis=1) - np.eye(5))
+    assert _Predecessors(ring).block_order(np.ones(5, dtype=bool)) is None
+
+
 # ------------------------------------------------------------------ the bounded BiCGSTAB trial before a costly LU
 def test_a_costly_predicted_lu_is_preceded_by_a_bounded_bicgstab_trial(monkeypatch):
     Q, coords = grid_generator((60, 60))
