@@ -1269,8 +1269,13 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str, bloc
         else:
             # batched inverses of the diagonal blocks and a unit triangular solve (stop 28) were slower than this
             # LU without pivoting in the block order: crowds TotalRuns=5, CrowdSize=10, 40,041 unknowns in blocks
-            # of at most 10: 0.033 s against 0.018 s
-            lu = spla.splu(T.tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+            # of at most 10: 0.033 s against 0.018 s. Panels and relaxed supernodes of one column (SuperLU's
+            # defaults group columns for dense fill, which blocks of a few states never have): crowds TotalRuns=6,
+            # CrowdSize=15, 883,729 unknowns in blocks of at most 15, 519 -> 284 ms; TotalRuns=5, 213,181
+            # unknowns, 128 -> 69 ms; the general LUs (tandem, FMS, polling) gain nothing by it. (SuperLU wants
+            # relax <= panel_size.)
+            lu = spla.splu(T.tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0, panel_size=1, relax=1,
+                           options=dict(SymmetricMode=True))
             x[order] = lu.solve(b[order])
             v[order] = lu.solve(np.ones(n))  # the certificate's vector from the same factors
             lu_nnz = int(lu.nnz)
