@@ -1274,10 +1274,14 @@ def _solve_block_triangular(A: sp.csr_matrix, b: np.ndarray, *, asked: str, bloc
             # CrowdSize=15, 883,729 unknowns in blocks of at most 15, 519 -> 284 ms; TotalRuns=5, 213,181
             # unknowns, 128 -> 69 ms; the general LUs (tandem, FMS, polling) gain nothing by it. (SuperLU wants
             # relax <= panel_size.)
-            lu = spla.splu(T.tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0, panel_size=1, relax=1,
+            # T's rows are T^T's columns: T^T is factorised as it stands (block upper triangular, the same fill)
+            # and T solved by the transposed solves, with no conversion of T to columns (crowds 6x15: both
+            # solves 69 -> 45 ms, and the conversion's copy saved)
+            Tt = sp.csc_matrix((T.data, T.indices, T.indptr), shape=T.shape)
+            lu = spla.splu(Tt, permc_spec="NATURAL", diag_pivot_thresh=0.0, panel_size=1, relax=1,
                            options=dict(SymmetricMode=True))
-            x[order] = lu.solve(b[order])
-            v[order] = lu.solve(np.ones(n))  # the certificate's vector from the same factors
+            x[order] = lu.solve(b[order], trans="T")
+            v[order] = lu.solve(np.ones(n), trans="T")  # the certificate's vector from the same factors
             lu_nnz = int(lu.nnz)
     return _block_answer(A, b, x, v, pred, lu_nnz, asked, t0)
 
