@@ -137,23 +137,27 @@ class _Predecessors:
 
 
 def _kept_indptr(keep: np.ndarray, indptr: np.ndarray) -> np.ndarray:
-    """The index pointer of a compressed matrix after dropping the entries where ``keep`` is False: the kept
-    entries of each column summed in place (``np.add.reduceat``), not a cumulative sum over all the entries
-    (an int64 copy of them: 0.28 s of fresh memory at 14M entries, a Herman ring of 32,768 states; 12 ms)."""
+    """The index pointer of a compressed matrix after dropping the entries where ``keep`` is False: from the
+    dropped entries when they are few, else from a 32-bit cumulative sum of ``keep`` (not an int64 one: 0.28 s of
+    fresh memory at 14M entries, a Herman ring of 32,768 states)."""
     n = len(indptr) - 1
-    dropped = np.flatnonzero(~keep)
-    if dropped.size <= keep.size // 8:
+    few = keep.size - np.count_nonzero(keep) <= keep.size // 8
+    if few:
+        dropped = np.flatnonzero(~keep)
         # few entries dropped (a generator's diagonal, a restriction to nearly every state): each column's count
         # less the dropped entries found in it (Herman's ring of 15 processes, 14M entries: 0.13 s -> 0.02 s)
         counts = np.diff(indptr).astype(np.int64)
         if dropped.size:
             counts -= np.bincount(np.searchsorted(indptr, dropped, side="right") - 1, minlength=n)
     else:
-        counts = np.zeros(n, dtype=np.int64)
-        nonempty = np.flatnonzero(np.diff(indptr) > 0)
-        if nonempty.size:
-            # a column's segment ends where the next non-empty column starts (the empty ones between are empty)
-            counts[nonempty] = np.add.reduceat(keep, indptr[nonempty], dtype=np.int64)
+        # the kept entries before each column's start, by one cumulative sum in 32 bits where it fits (crowds
+        # TotalRuns=6, CrowdSize=15, 9M entries: 21 ms against 37 ms for np.add.reduceat over the columns)
+        wide = np.int32 if keep.size < np.iinfo(np.int32).max else np.int64
+        before = np.empty(keep.size + 1, dtype=wide)
+        before[0] = 0
+        np.cumsum(keep, dtype=wide, out=before[1:])
+        starts = before[indptr]
+        return starts.astype(indptr.dtype, copy=False) if starts[-1] < np.iinfo(indptr.dtype).max else starts
     out = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=out[1:])
     return out.astype(indptr.dtype, copy=False) if out[-1] < np.iinfo(indptr.dtype).max else out
