@@ -862,6 +862,8 @@ def _check_generator(Q: sp.csr_matrix, describe_state) -> None:
 def _reduced_system(Q: sp.csr_matrix, ref: int, perm: np.ndarray | None):
     """``B x = b`` with ``B = Q^T`` minus row/column ``ref`` (permuted by ``perm``)."""
     n = Q.shape[0]
+    if perm is None and sp.issparse(Q) and Q.format == "csr" and Q.has_canonical_format:
+        return _reduced_in_place_order(Q, ref)
     coo = Q.tocoo()
     if perm is None:
         perm = np.concatenate([np.arange(ref), np.arange(ref + 1, n)])
@@ -875,6 +877,29 @@ def _reduced_system(Q: sp.csr_matrix, ref: int, perm: np.ndarray | None):
     rhs_mask = (coo.row == ref) & (inv[coo.col] >= 0)
     b = np.zeros(n - 1)
     np.add.at(b, inv[coo.col[rhs_mask]], -coo.data[rhs_mask])
+    return B, b, perm
+
+
+def _reduced_in_place_order(Q, ref: int):
+    """:func:`_reduced_system` without a permutation, from ``Q``'s canonical CSR arrays: ``Q``'s rows are
+    ``Q^T``'s columns, so ``B`` is those arrays less row ``ref``'s entries and column ``ref``'s, the indices above
+    ``ref`` moved down by one (sorted still, no COO round trip: tandem c=127, 32,640 states, 13 ms -> 1 ms)."""
+    n = Q.shape[0]
+    indptr, indices, data = Q.indptr, Q.indices, Q.data
+    lo, hi = int(indptr[ref]), int(indptr[ref + 1])
+    cols, vals = indices[lo:hi], data[lo:hi]
+    off = cols != ref
+    b = np.zeros(n - 1)
+    b[cols[off] - (cols[off] > ref)] = -vals[off]  # (canonical: each column once)
+    keep = indices != ref
+    keep[lo:hi] = False
+    before = np.zeros(indices.size + 1, dtype=np.int64)
+    np.cumsum(keep, out=before[1:])
+    starts = np.delete(before[indptr], ref + 1)  # (row ref keeps no entry: its start and end coincide)
+    rows = indices[keep]
+    rows -= rows > ref
+    B = sp.csc_matrix((data[keep], rows, starts), shape=(n - 1, n - 1))
+    perm = np.concatenate([np.arange(ref), np.arange(ref + 1, n)])
     return B, b, perm
 
 
