@@ -628,3 +628,24 @@ def test_classes_given_by_the_caller_are_used_as_found():
     R = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]))
     with pytest.raises(ReducibleError):
         stationary(R, classes=communicating_classes(R))
+
+
+def test_the_reduced_system_cut_from_csr_arrays_is_the_coo_one():
+    """B = Q^T less the reference's row and column, b = -Q[ref, others]: the in-place cut of a canonical CSR
+    (every reference, explicit zeros included) against the COO construction a CSC input takes."""
+    from exactq.solvers.stationary import _reduced_system
+
+    rng = np.random.default_rng(12)
+    for n in (2, 7, 40):
+        M = sp.random(n, n, density=0.3, random_state=rng, format="csr")
+        M.setdiag(0.0)
+        M.eliminate_zeros()
+        Q = (M - sp.diags(np.asarray(M.sum(axis=1)).ravel())).tocsr()
+        Q.data[::5] = 0.0  # explicit zeros stay entries, in both constructions
+        for ref in range(n):
+            B, b, perm = _reduced_system(Q, ref, None)
+            B2, b2, perm2 = _reduced_system(sp.csc_matrix(Q), ref, None)
+            assert B.format == "csc" and B.nnz == B2.nnz
+            assert (B != B2).nnz == 0 and np.array_equal(b, b2) and np.array_equal(perm, perm2)
+            keep = np.delete(np.arange(n), ref)
+            np.testing.assert_array_equal(B.toarray(), Q.toarray().T[np.ix_(keep, keep)])
