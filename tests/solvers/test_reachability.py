@@ -324,3 +324,38 @@ def test_absorption_with_many_values_still_solves_them():
     D = Q.toarray()
     want = np.linalg.solve(-D[:25, :25], D[:25, 25:] @ v[25:])
     assert np.allclose(out[:25], want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_component_numbering_that_is_not_topological_orders_no_system(monkeypatch):
+    """_Predecessors.block_order checks the chain's numbering of its components on every transition: numbered
+    in another order (as another algorithm might), it gives None, and the queries' values are the same (the
+    system's own search, or the general solvers)."""
+    import scipy.sparse.csgraph as csgraph
+
+    from exactq.solvers.reachability import _Predecessors, expected_time, until_probability
+
+    rng = np.random.default_rng(21)
+    n = 300
+    rows = np.repeat(np.arange(n - 1), 3)
+    cols = np.minimum(rows + rng.integers(1, 30, rows.size), n - 1)  # a DAG towards the absorbing state n - 1
+    Q = sp.csr_matrix((rng.random(rows.size) + 0.1, (rows, cols)), shape=(n, n))
+    Q = (Q - sp.diags(np.asarray(Q.sum(axis=1)).ravel())).tocsr()
+    target = np.arange(n) == n - 1
+    left = np.ones(n, dtype=bool)
+    want_p, _ = until_probability(Q, left, target)
+    want_t, _ = expected_time(Q, target)
+    graph = _Predecessors(Q)
+    assert graph.block_order(~target) is not None  # Pearce's numbering: a topological order
+    real = csgraph.connected_components
+
+    def scrambled(*a, **kw):
+        k, labels = real(*a, **kw)
+        return k, np.random.default_rng(0).permutation(k)[labels]
+
+    monkeypatch.setattr(csgraph, "connected_components", scrambled)
+    graph = _Predecessors(Q)
+    assert graph.block_order(~target) is None
+    p, _ = until_probability(Q, left, target, graph=graph)
+    t, _ = expected_time(Q, target, graph=graph)
+    np.testing.assert_allclose(p, want_p, rtol=1e-12)
+    np.testing.assert_allclose(t, want_t, rtol=1e-12)
