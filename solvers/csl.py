@@ -620,10 +620,7 @@ class _Evaluator:
     def long_run(self, values: np.ndarray, what: str, answer: QueryAnswer):
         self.method = "query/stationary"
         key = ("stationary", self.solver, self.strict)
-        hit = self.cache.get(("classes", self.solver))
-        cls = hit[0] if hit is not None else self.classes()
-        if hit is None:
-            self.cache[("classes", self.solver)] = (cls, {})
+        cls = self.classes()
         if len(cls.closed) > 1:  # the bottom SCCs one by one, weighted by the probability of reaching each
             return self.long_run_classes(values, what), None
         try:  # one closed class: solve_stationary solves it alone (zero on the transient states)
@@ -655,11 +652,8 @@ class _Evaluator:
     def long_run_classes(self, values: np.ndarray, what: str) -> np.ndarray:
         """Several closed classes: each one's long-run value, weighted by the probability of ending in it."""
         Q = sp.csr_matrix(self.Q)
-        hit = self.cache.get(("classes", self.solver))
-        cls = hit[0] if hit is not None else self.classes()
-        solved = hit[1] if hit is not None else {}
-        if hit is None:
-            self.cache[("classes", self.solver)] = (cls, solved)
+        cls = self.classes()
+        solved = self.cache.setdefault(("closed-classes solved", self.solver), {})
         labels = cls.labels
         recurrent = cls.recurrent_mask
         sizes = np.bincount(labels, minlength=cls.n_classes)

@@ -1164,15 +1164,22 @@ def block_triangular_order(A: sp.spmatrix, accept=None) -> tuple[np.ndarray, np.
     if accept is not None and not accept(sizes):
         return None
     C = sp.csr_matrix(A)
-    lr, lc = np.repeat(labels, np.diff(C.indptr)), labels[C.indices]
-    if np.all(lr >= lc):  # block lower triangular in the order of increasing labels
-        order = np.argsort(labels, kind="stable")
-    elif np.all(lr <= lc):
-        order = np.argsort(-labels, kind="stable")
-        sizes = sizes[::-1].copy()
-    else:
+    found = label_order(labels, np.repeat(labels, np.diff(C.indptr)), labels[C.indices])
+    if found is None:
         return None
-    return order, sizes
+    order, ascending = found
+    return order, (sizes if ascending else sizes[::-1].copy())
+
+
+def label_order(labels: np.ndarray, row_labels: np.ndarray, column_labels: np.ndarray) -> tuple | None:
+    """``(order, ascending)``: the unknowns sorted by ``labels`` in the direction in which every entry's row
+    label (``row_labels``, one per entry) is at or after its column label (``column_labels``), so that the
+    matrix is block lower triangular in that order; None when neither direction holds."""
+    if np.all(row_labels >= column_labels):
+        return np.argsort(labels, kind="stable"), True
+    if np.all(row_labels <= column_labels):
+        return np.argsort(-labels, kind="stable"), False
+    return None
 
 
 def _permuted(A: sp.csr_matrix, order: np.ndarray) -> sp.csr_matrix:

@@ -87,16 +87,16 @@ class _Predecessors:
         """
         topo = getattr(self, "_topological", None)
         if topo is None:
+            from .linear import label_order
+
             k, labels = self.components()
             topo = False
             if k > 1:
-                # row j of the reversed graph lists the sources i of the transitions i -> j
-                target = np.repeat(labels, np.diff(self.indptr))
-                source = labels[self.indices]
-                if np.all(source >= target):
-                    topo = (np.argsort(labels, kind="stable"), labels)
-                elif np.all(source <= target):
-                    topo = (np.argsort(-labels, kind="stable"), labels)
+                # row j of the reversed graph lists the sources i of the transitions i -> j: the system's entry
+                # (i, j) has row label labels[i] (a source) and column label labels[j] (a target)
+                found = label_order(labels, labels[self.indices], np.repeat(labels, np.diff(self.indptr)))
+                if found is not None:
+                    topo = (found[0], labels)
             self._topological = topo
         if topo is False:
             return None

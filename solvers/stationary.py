@@ -891,11 +891,11 @@ def _reduced_in_place_order(Q, ref: int):
     off = cols != ref
     b = np.zeros(n - 1)
     b[cols[off] - (cols[off] > ref)] = -vals[off]  # (canonical: each column once)
+    from .reachability import _kept_indptr
+
     keep = indices != ref
     keep[lo:hi] = False
-    before = np.zeros(indices.size + 1, dtype=np.int64)
-    np.cumsum(keep, out=before[1:])
-    starts = np.delete(before[indptr], ref + 1)  # (row ref keeps no entry: its start and end coincide)
+    starts = np.delete(_kept_indptr(keep, indptr), ref + 1)  # (row ref keeps no entry: its start and end coincide)
     rows = indices[keep]
     rows -= rows > ref
     B = sp.csc_matrix((data[keep], rows, starts), shape=(n - 1, n - 1))

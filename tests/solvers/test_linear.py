@@ -474,18 +474,24 @@ def test_a_system_of_small_strongly_connected_components_is_solved_in_block_tria
     assert "block triangular" not in info["solver"]["why"]
 
 
+def _hidden_acyclic_system(rng, n: int, *, per_row: int, reach: int, weight: float):
+    """``I - W`` with ``per_row`` entries of each row in the ``reach`` unknowns after it (weights below
+    ``weight``): acyclic, its order hidden by a random permutation ``perm`` (returned with it)."""
+    rows = np.repeat(np.arange(n), per_row)
+    cols = rows + rng.integers(1, reach, rows.size)  # every unknown depends on later ones only
+    keep = cols < n
+    A = sp.csr_matrix((-weight * rng.random(int(keep.sum())), (rows[keep], cols[keep])), shape=(n, n)) + \
+        sp.eye(n, format="csr")
+    perm = rng.permutation(n)
+    return A[perm][:, perm].tocsr(), perm
+
+
 def test_an_acyclic_system_is_solved_by_the_triangular_solve_with_its_certificate(monkeypatch):
     """Every component one state (a DAG, as nand's or a counter's transient part): no factorisation at all, the
     triangular solve gives spsolve's x, and the certificate's bound holds; SuperLU is never called."""
     rng = np.random.default_rng(11)
     n = 3000
-    rows = np.repeat(np.arange(n), 4)
-    cols = rows + rng.integers(1, 60, rows.size)  # every state moves to later states only
-    keep = cols < n
-    A = sp.csr_matrix((-0.2 * rng.random(int(keep.sum())), (rows[keep], cols[keep])), shape=(n, n)) + \
-        sp.eye(n, format="csr")
-    perm = rng.permutation(n)
-    A = A[perm][:, perm].tocsr()
+    A, _ = _hidden_acyclic_system(rng, n, per_row=4, reach=60, weight=0.2)
     b = rng.random(n)
     exact = spla.spsolve(A.tocsc(), b)
     import exactq.solvers.linear as L
@@ -516,13 +522,7 @@ def test_a_known_acyclic_order_is_swept_without_a_search_or_a_permuted_copy(swee
         pytest.skip("no PyAMG indexed sweep")
     rng = np.random.default_rng(17)
     n = 2000
-    rows = np.repeat(np.arange(n), 3)
-    cols = rows + rng.integers(1, 40, rows.size)  # every unknown depends on later ones only
-    keep = cols < n
-    A = sp.csr_matrix((-0.3 * rng.random(int(keep.sum())), (rows[keep], cols[keep])), shape=(n, n)) + \
-        sp.eye(n, format="csr")
-    perm = rng.permutation(n)
-    A = A[perm][:, perm].tocsr()
+    A, perm = _hidden_acyclic_system(rng, n, per_row=3, reach=40, weight=0.3)
     inverse = np.empty(n, dtype=np.int64)
     inverse[perm] = np.arange(n)
     order = inverse[::-1].copy()  # the last original unknown first: A[order][:, order] is lower triangular
