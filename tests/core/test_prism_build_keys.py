@@ -32,6 +32,29 @@ def test_packing_round_trips(rows):
     assert np.all(p.words(x) >= 0) and np.all(p.words(x) < 2**61)
 
 
+def test_decoded_rows_are_column_major_and_exact():
+    # negative lower bounds, a column of one value, two words: the columns come back contiguous and exact
+    lo = np.array([-3, 5, 0, -(2**40), 0])
+    hi = np.array([4, 5, 2**40, 2**40, 1])
+    p = Packing(lo, hi)
+    assert p.n_words == 2
+    rng = np.random.default_rng(3)
+    x = np.column_stack([rng.integers(a, b + 1, size=500) for a, b in zip(lo.tolist(), hi.tolist())])
+    out = p.decode(p.words(x))
+    np.testing.assert_array_equal(out, x)
+    assert out.flags.f_contiguous and all(out[:, j].flags.c_contiguous for j in range(5))
+
+
+def test_explored_states_are_decoded_in_key_order():
+    # the final rows come from the sorted keys, not from the rows found: the same states, each at its key's place
+    events = [Event("a", lambda s: (np.ones(len(s)), s + [2, 0])),
+              Event("b", lambda s: ((s[:, 0] > 0).astype(float), s + [-1, 1]))]
+    s = explore([0, 0], events, ["x", "y"], lo=[-1, 0], hi=[9, 9])
+    assert {tuple(r) for r in s.states.tolist()} == {(x, y) for x in range(10) for y in range(10) if (x + y) % 2 == 0}
+    assert np.all(np.diff(s.keys) > 0) and s.states.flags.f_contiguous
+    np.testing.assert_array_equal(s.index(s.states), np.arange(s.n_states))
+
+
 def test_a_single_word_box_keeps_the_mixed_radix_key():
     p = Packing([0, 0], [2, 2])
     assert p.n_words == 1 and p.strides.tolist() == [3, 1]
