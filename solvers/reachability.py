@@ -56,10 +56,14 @@ class _Predecessors:
     def __init__(self, Q):
         C = sp.csc_array(Q)
         self.n = C.shape[0]
-        # the positive entries: a generator's diagonal is negative; a stochastic matrix's self-loops stay (a
-        # self-loop changes no reachability), and when every entry is positive the arrays are C's own
+        # the positive entries, and the diagonal: a self-loop changes no reachability and no strong component, so
+        # when the only other entries are a generator's negative diagonal the arrays are C's own (crowds
+        # TotalRuns=6, CrowdSize=15, 10M entries: dropping the 1.3M diagonal entries took 102 ms)
         keep = C.data > 0
-        if keep.all():
+        dropped = keep.size - np.count_nonzero(keep)
+        if dropped and dropped == np.count_nonzero(C.diagonal() < 0):
+            keep = None
+        if keep is None or not dropped:
             self.indices, self.indptr = C.indices, C.indptr
         else:
             self.indices, self.indptr = C.indices[keep], _kept_indptr(keep, C.indptr)
@@ -69,7 +73,7 @@ class _Predecessors:
         same: :func:`scipy.sparse.csgraph.connected_components`)."""
         found = getattr(self, "_components", None)
         if found is None:
-            R = sp.csr_array((np.ones(self.indices.size), self.indices, self.indptr), shape=(self.n, self.n))
+            R = sp.csr_array((_ones(self.indices.size), self.indices, self.indptr), shape=(self.n, self.n))
             found = self._components = csgraph.connected_components(R, directed=True, connection="strong")
         return found
 
@@ -129,11 +133,17 @@ class _Predecessors:
         src = np.flatnonzero(sources).astype(self.indices.dtype)
         indices = np.concatenate([self.indices, src])
         indptr = np.append(self.indptr, self.indptr[-1] + src.size)
-        graph = sp.csr_array((np.ones(indices.size), indices, indptr), shape=(n + 1, n + 1))
+        graph = sp.csr_array((_ones(indices.size), indices, indptr), shape=(n + 1, n + 1))
         order = csgraph.breadth_first_order(graph, n, directed=True, return_predecessors=False)
         reach = np.zeros(n + 1, dtype=bool)
         reach[order] = True
         return reach[:n]
+
+
+def _ones(size: int) -> np.ndarray:
+    """The values of a graph that SciPy's searches read only the structure of: one 1.0 repeated (a view of stride 0;
+    a fresh array of ones took 11 ms at 10M entries, per search)."""
+    return np.broadcast_to(np.float64(1.0), (size,))
 
 
 def _kept_indptr(keep: np.ndarray, indptr: np.ndarray) -> np.ndarray:

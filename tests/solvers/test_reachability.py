@@ -191,6 +191,38 @@ def test_backward_reachability_matches_a_dense_fixed_point_on_random_graphs():
         assert not np.any(no & yes) and np.all(yes[sources]) and not np.any(no[sources])
 
 
+def test_a_generator_keeps_its_diagonal_as_self_loops_and_reaches_the_same_states():
+    # a generator's only non-positive entries are its diagonal: the graph takes Q's arrays as they are (self-loops
+    # change no reachability and no strong component), with the same answers as the loop-free graph
+    from scipy.sparse import csgraph
+
+    from exactq.solvers.reachability import _Predecessors
+
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        n = int(rng.integers(2, 40))
+        R = sp.random(n, n, density=rng.uniform(0.02, 0.3), random_state=int(rng.integers(1 << 30)), format="csr")
+        R.setdiag(0.0)
+        R.eliminate_zeros()
+        Q = sp.csr_array(R - sp.diags(np.asarray(R.sum(axis=1)).ravel()))
+        Q.eliminate_zeros()
+        g = _Predecessors(Q)
+        C = sp.csc_array(Q)
+        assert g.indices.size == C.nnz  # nothing dropped
+        sources, movable = rng.random(n) < 0.2, rng.random(n) < 0.7
+        D = R.toarray() > 0
+        want = sources.copy()
+        while True:
+            grown = want | (movable & D[:, want].any(axis=1))
+            if np.array_equal(grown, want):
+                break
+            want = grown
+        assert np.array_equal(g.restrict(movable).reach(sources), want)
+        k, labels = g.components()
+        k0, labels0 = csgraph.connected_components(R, directed=True, connection="strong")
+        assert k == k0 and np.array_equal(labels[:, None] == labels[None, :], labels0[:, None] == labels0[None, :])
+
+
 def test_an_ill_conditioned_direct_solve_states_its_bound():
     """A biased gambler's ruin on 0..N (win with p = 0.501, N = 100,000): the reachability system's condition
     grows like N^2 and the LU loses ~3e-9 of P(reach N from N/2), the closed form being
