@@ -207,13 +207,17 @@ def step_bounded_until(P, left_mask, right_mask, steps) -> tuple[np.ndarray, dic
         # F<=1000 on 100,001 states: 1,000 of them)
         idx = np.flatnonzero(near & go)
         m = idx.size
+        # B from the rows of idx in one pass: a transition to a state of idx keeps its column (renumbered), one to
+        # `right` goes to column m, any other to column m + 1, and the duplicates are summed; two rows of one
+        # self-loop each close it (a sparse block matrix of the same took 1 ms of a 5 ms property at 643 states)
         rows = A[idx]
-        to_right = np.asarray((rows @ sp.csr_array(right.astype(float)[:, None])).todense()).ravel()
-        sub = rows[:, idx].tocsr()
-        lost = np.clip(1.0 - to_right - np.asarray(sub.sum(axis=1)).ravel(), 0.0, None)
-        one = sp.csr_array(np.ones((1, 1)))
-        B = sp.block_array([[sub, sp.csr_array(to_right[:, None]), sp.csr_array(lost[:, None])],
-                            [None, one, None], [None, None, one]], format="csr")
+        col = np.full(n, m + 1, dtype=np.int64)
+        col[right] = m
+        col[idx] = np.arange(m)
+        indptr = np.concatenate([rows.indptr, [rows.indptr[-1] + 1, rows.indptr[-1] + 2]])
+        B = sp.csr_array((np.concatenate([rows.data, [1.0, 1.0]]), np.concatenate([col[rows.indices], [m, m + 1]]),
+                          indptr), shape=(m + 2, m + 2))
+        B.sum_duplicates()
         y, info = _step_bounded_until(B, np.r_[np.ones(m, bool), True, False], np.r_[np.zeros(m, bool), True, False],
                                       k, t0)
         x = right.astype(float)
