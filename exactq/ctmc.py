@@ -848,8 +848,11 @@ class _Search:
         self.n_kept = 0
         self.base = 0
         self.rounds = 0
-        self.per_state = 8 * (self.d + 2 * self.W + 3)  # the row, its words (here and in the seen set), key, ...
-        meter.need(len(self.frontier) * self.per_state, f"{what}: {len(self.frontier)} initial states")
+        # what stays per state found: its words (here and in the seen set), key, ...; its row only while it is in the
+        # frontier (the final rows are decoded from the keys), counted as transient
+        self.per_state = 8 * (2 * self.W + 3)
+        meter.need(len(self.frontier) * self.per_state, f"{what}: {len(self.frontier)} initial states",
+                   transient=len(self.frontier) * 8 * self.d)
 
     def key_of(self, words: np.ndarray) -> np.ndarray:
         return self._hash(words, self.seed) if self.wide else words[:, 0]
@@ -995,7 +998,7 @@ class _Search:
         from .errors import TruncationError
 
         self.meter.need(len(keys) * self.per_state, f"{self.what}: {self.n_found + len(keys)} states of {self.d} "
-                        f"variables after {self.rounds} rounds of exploration")
+                        f"variables after {self.rounds} rounds of exploration", transient=len(keys) * 8 * self.d)
         self.seen.add(keys, words if self.wide else None)
         if not self._map_counted and (self.seen.bits is not None or self.seen.bitmap is not None):
             self._map_counted = True
