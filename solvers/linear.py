@@ -620,6 +620,8 @@ def _pyamg_sweep(name: str = "gauss_seidel"):
     import importlib.util
     import os
 
+    if _RELAXATION:  # loaded once per process (both sweeps come from it)
+        return getattr(_RELAXATION[0], name)
     try:
         spec = importlib.util.find_spec("pyamg")
         if spec is not None and spec.submodule_search_locations:
@@ -630,12 +632,18 @@ def _pyamg_sweep(name: str = "gauss_seidel"):
                     found = importlib.util.spec_from_file_location("pyamg.amg_core.relaxation", path)
                     module = importlib.util.module_from_spec(found)
                     found.loader.exec_module(module)
+                    _RELAXATION.append(module)
                     return getattr(module, name)
     except Exception:  # noqa: BLE001 -- another layout or loader: the package's own import below
         pass
     from pyamg.amg_core import relaxation
 
+    _RELAXATION.append(relaxation)
     return getattr(relaxation, name)
+
+
+#: PyAMG's relaxation module, once loaded (:func:`_pyamg_sweep`)
+_RELAXATION: list = []
 
 
 def sweep_arrays(R: sp.csr_matrix) -> tuple:
