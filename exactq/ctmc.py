@@ -840,8 +840,9 @@ class _Search:
                             words=self.words if self.wide else None, max_bits=max_bits)
         self._map_counted = False
         self.seen_lo, self.seen_hi = self.frontier.min(axis=0), self.frontier.max(axis=0)
-        # the rows of the states found are not kept: the final array is decoded from their sorted keys (or words)
-        self.last_rows, self.word_chunks, self.key_chunks = self.frontier, [self.words], [keys]
+        # the rows of the states found are not kept (only the frontier's): the final array is decoded from their sorted
+        # keys (or words)
+        self.word_chunks, self.key_chunks = [self.words], [keys]
         self.src_parts, self.weight_parts, self.tkey_parts = [], [], []
         self.extra_parts: dict = {}
         self.n_found = len(self.frontier)
@@ -992,7 +993,7 @@ class _Search:
         if rows is None:
             rows = self.packing.decode(words)
         self._add_states(keys, words, rows)
-        self.frontier, self.words, self.keys = self.last_rows, words, keys
+        self.frontier, self.words, self.keys = rows, words, keys
 
     def _add_states(self, keys, words, rows) -> None:
         from .errors import TruncationError
@@ -1011,7 +1012,6 @@ class _Search:
         self.n_found += len(keys)
         if self.max_states is not None and self.n_found > self.max_states:
             raise TruncationError(f"state space exceeds max_states={self.max_states} during exploration")
-        self.last_rows = rows
         self.word_chunks.append(words)
         self.key_chunks.append(keys)
 
@@ -1427,7 +1427,6 @@ class _Search:
         # the rows in key order, column-major (a column is what an expression reads): decoding the keys (one
         # word) or the words is 2.6x faster than scattering the discovered rows (1.3M states of 19 variables)
         states = self.packing.decode(sorted_keys[:, None] if not self.wide else words)
-        self.last_rows = None
         space = StateSpace._presorted(states, self.names, self.packing, sorted_keys, words, self.seed)
         itype = np.int32 if n < 2**31 else np.int64
         src = np.empty(m, dtype=itype)

@@ -61,9 +61,7 @@ class _Predecessors:
         # TotalRuns=6, CrowdSize=15, 10M entries: dropping the 1.3M diagonal entries took 102 ms)
         keep = C.data > 0
         dropped = keep.size - np.count_nonzero(keep)
-        if dropped and dropped == np.count_nonzero(C.diagonal() < 0):
-            keep = None
-        if keep is None or not dropped:
+        if dropped == 0 or dropped == np.count_nonzero(C.diagonal() < 0):
             self.indices, self.indptr = C.indices, C.indptr
         else:
             self.indices, self.indptr = C.indices[keep], _kept_indptr(keep, C.indptr)

@@ -165,6 +165,16 @@ def test_validation():
         until_probability(sp.csr_array(np.zeros((2, 3))), True, [False, True])
 
 
+def _dense_backward_reach(D, sources, movable):
+    """The fixed point of ``R = sources | (movable & some edge of D into R)``, densely."""
+    want = sources.copy()
+    while True:
+        grown = want | (movable & D[:, want].any(axis=1))
+        if np.array_equal(grown, want):
+            return want
+        want = grown
+
+
 def test_backward_reachability_matches_a_dense_fixed_point_on_random_graphs():
     # the predecessor graph (CSC form, entries masked by the movable states) against the fixed point of
     # R = sources | (movable & some positive off-diagonal edge into R), computed densely; zero entries and the
@@ -179,12 +189,7 @@ def test_backward_reachability_matches_a_dense_fixed_point_on_random_graphs():
         sources, movable = rng.random(n) < 0.2, rng.random(n) < 0.7
         D = Q.toarray() > 0
         np.fill_diagonal(D, False)
-        want = sources.copy()
-        while True:
-            grown = want | (movable & D[:, want].any(axis=1))
-            if np.array_equal(grown, want):
-                break
-            want = grown
+        want = _dense_backward_reach(D, sources, movable)
         assert np.array_equal(_backward_reachable(sp.csr_array(Q), sources, movable), want)
         left = rng.random(n) < 0.8
         no, yes = _prob01(sp.csr_array(Q), left, sources)
@@ -211,12 +216,7 @@ def test_a_generator_keeps_its_diagonal_as_self_loops_and_reaches_the_same_state
         assert g.indices.size == C.nnz  # nothing dropped
         sources, movable = rng.random(n) < 0.2, rng.random(n) < 0.7
         D = R.toarray() > 0
-        want = sources.copy()
-        while True:
-            grown = want | (movable & D[:, want].any(axis=1))
-            if np.array_equal(grown, want):
-                break
-            want = grown
+        want = _dense_backward_reach(D, sources, movable)
         assert np.array_equal(g.restrict(movable).reach(sources), want)
         k, labels = g.components()
         k0, labels0 = csgraph.connected_components(R, directed=True, connection="strong")
