@@ -860,3 +860,18 @@ def test_a_loose_certificate_vector_still_bounds_the_error(monkeypatch, first):
     assert np.all(bound <= 1.25 * tight + 1e-300) and rtols[0] == first
     if first == 0.9:  # a residual of 90% leaves some (A v)_i <= 0: no certificate, so on to 1e-6
         assert rtols == [0.9, 1e-6]
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_scale_rows_in_place_equals_the_diagonal_product(wide):
+    rng = np.random.default_rng(7)
+    A = sp.random(60, 45, density=0.15, format="csr", random_state=rng)  # (some rows empty at this density)
+    if wide:  # 64-bit index arrays, as SciPy keeps them beyond 2^31 entries
+        A = sp.csr_matrix((A.data, A.indices, A.indptr), shape=A.shape)
+        A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+    scale = rng.normal(size=60)
+    expected = (sp.diags(scale) @ A).toarray()
+    data = A.data
+    linear.scale_rows(A, scale)
+    assert A.data is data  # in place, no copy
+    np.testing.assert_array_equal(A.toarray(), expected)

@@ -391,3 +391,45 @@ def test_a_component_numbering_that_is_not_topological_orders_no_system(monkeypa
     t, _ = expected_time(Q, target, graph=graph)
     np.testing.assert_allclose(p, want_p, rtol=1e-12)
     np.testing.assert_allclose(t, want_t, rtol=1e-12)
+
+
+@pytest.mark.parametrize("pays", [True, False])
+def test_a_system_cut_in_its_block_order_gives_the_answer_in_the_states_order(monkeypatch, pays):
+    """With cycles for components, _solve_scaled cuts the system from Q in the chain's block order (no permuted
+    copy): the answers and their bounds come back in the states' order and match a dense solve. When the block
+    LU does not pay, the system goes back to the states' order and the general solvers."""
+    from exactq.solvers import linear
+    from exactq.solvers.reachability import _Predecessors, expected_reward
+
+    rng = np.random.default_rng(44)
+    k, s = 120, 3
+    n = k * s + 2  # cycles of three states, each leaking into a later cycle or one of two absorbing states
+    rows, cols, vals = [], [], []
+    for c in range(k):
+        for i in range(s):
+            rows += [c * s + i, c * s + i]
+            cols += [c * s + (i + 1) % s, int(rng.integers((c + 1) * s, n))]
+            vals += [1.0 + rng.random(), 0.2 + rng.random()]
+    perm = rng.permutation(n)
+    R = sp.csr_matrix((vals, (perm[rows], perm[cols])), shape=(n, n))
+    Q = (R - sp.diags(np.asarray(R.sum(axis=1)).ravel())).tocsr()
+    goal = np.arange(n) == perm[n - 1]
+    absorbing = goal | (np.arange(n) == perm[n - 2])
+    reward = rng.random(n) + 0.5
+    if not pays:
+        monkeypatch.setattr(linear, "block_lu_pays", lambda *a, **kw: False)
+    graph = _Predecessors(Q)
+    p, pinfo = until_probability(Q, np.ones(n, dtype=bool), goal, graph=graph)
+    r, rinfo = expected_reward(Q, absorbing, reward, graph=graph)
+    D = Q.toarray()
+    keep = ~absorbing
+    A = -D[np.ix_(keep, keep)]
+    want_p, want_r = goal.astype(float), np.zeros(n)
+    want_p[keep] = np.linalg.solve(A, D[np.ix_(keep, goal)].sum(axis=1))
+    want_r[keep] = np.linalg.solve(A, reward[keep])
+    np.testing.assert_allclose(p, want_p, rtol=1e-12)
+    np.testing.assert_allclose(r, want_r, rtol=1e-12)
+    assert rinfo["n_solved"] == n - 2 and pinfo["n_solved"] > 200  # (both past the small systems' solvers)
+    for info in (pinfo, rinfo):
+        assert ("block triangular" in info["solver"]["why"]) == pays
+    assert np.all(pinfo["lower"] <= want_p + 1e-15) and np.all(want_p <= pinfo["upper"] + 1e-15)
