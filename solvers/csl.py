@@ -69,8 +69,8 @@ from .dtmc import step_bounded_until, step_cumulative, step_values
 from .reachability import absorption_values, expected_reward, expected_time, until_probability
 from .stationary import STATIONARY_SOLVERS, solve_stationary, stationary
 from .structure import communicating_classes
-from .transient import (STEADY_STATE_MIN_STEPS, UNIFORMISATION_FACTOR, bounded_until, cumulative_reward,
-                        pair_from_projections, transient_pair, transient_values)
+from .transient import (STEADY_STATE_MIN_STEPS, UNIFORMISATION_FACTOR, bounded_until, cumulative_reward, is_trusted,
+                        pair_from_projections, transient_pair, transient_values, trust)
 
 __all__ = ["check_chain", "QueryAnswer"]
 
@@ -293,6 +293,8 @@ class _Evaluator:
             self.Q = self.cache.get(("generator",))
             if self.Q is None:
                 self.Q = self.cache[("generator",)] = chain.generator()
+                if is_trusted("stochastic P", chain.P):  # P - I of a validated P: a generator, not read again
+                    trust("generator Q", self.Q)
         else:
             self.Q = chain.Q
         self.P = chain.P if discrete else None

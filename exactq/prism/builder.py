@@ -963,16 +963,27 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     keys, state_rewards = _state_rewards(b, info, states)
     constants = {k: v for k, (_, v) in info.constants.items() if v is not None}
     first = int(space.index(init[:1])[0])
+    from exactq.solvers.transient import trust
+
     if b.discrete:
         if n_dead:
             R = (R + sp.csr_matrix((np.ones(n_dead), (np.flatnonzero(dead), np.flatnonzero(dead))),
                                    shape=(n, n))).tocsr()
+        R.sum_duplicates()
+        # the commands' probabilities were checked as they were formed (each in [0, 1], summing to 1 within
+        # PROB_TOL); where every row also sums to 1 within as_stochastic's 1e-9, the check's validation is not
+        # repeated (rows within PROB_TOL only are still refused there, as before)
+        sums = np.asarray(R.sum(axis=1)).ravel()
+        if np.all(np.abs(sums - 1.0) <= 1e-9) and float(R.data.max(initial=0.0)) <= 1.0 + 1e-12:
+            trust("stochastic P", R)
         chain = DTMC(space=space, P=R, cut_prob=np.zeros(n), rewards=state_rewards, initial=first,
                      constants=constants)
     else:
         out = np.asarray(R.sum(axis=1)).ravel()
         Q = (R - sp.diags(out, format="csr")).tocsr()
         Q.sum_duplicates()
+        if np.all(np.isfinite(out)):  # (rates checked finite and >= 0 as they were formed; rows sum to 0 here)
+            trust("generator Q", Q)
         chain = CTMC(space=space, Q=Q, cut_rate=np.zeros(n), jumps=_jumps(R, states), rewards=state_rewards,
                      initial=first, constants=constants)
     label_ctx = EvalContext(states, labels={"init": init_mask, "deadlock": dead})

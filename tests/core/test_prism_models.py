@@ -229,3 +229,25 @@ def test_a_loaded_model_is_a_frozen_dataclass_of_its_own_class(name, constants):
     for change in (lambda: setattr(m, "path", "x"), lambda: setattr(m, "anything", 1), lambda: delattr(m, "path")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             change()
+
+
+def test_the_builders_matrices_are_trusted_and_equal_to_their_validation(tmp_path):
+    """The builder records its generator (a CTMC) and transition matrix (a DTMC) as validated, so the checks do
+    not read them again; validating them anyway gives the same arrays, and a DTMC whose rows sum to 1 only within
+    PRISM's tolerance is not trusted (its check refuses it as before)."""
+    from exactq.solvers.dtmc import _as_stochastic
+    from exactq.solvers.transient import _as_generator, is_trusted, trust
+
+    ctmc = load_prism(FILES / "mmck.sm", "K=5,lambda=1.5").built.chain
+    dtmc = load_prism(FILES / "dice.pm").built.chain
+    assert is_trusted("generator Q", ctmc.Q) and is_trusted("stochastic P", dtmc.P)
+    for M, check in ((ctmc.Q, _as_generator), (dtmc.P, _as_stochastic)):
+        np.testing.assert_array_equal(check(M, "M").toarray(), M.toarray())
+    assert not trust("generator Q", sp.coo_matrix(ctmc.Q))  # only a canonical CSR matrix is recorded
+    loose = tmp_path / "loose.pm"
+    loose.write_text("dtmc\nmodule m\n  s : [0..2] init 0;\n  [] s=0 -> 0.4999999 : (s'=1) + 0.5 : (s'=2);\n"
+                     "  [] s>0 -> true;\nendmodule\n")
+    model = load_prism(loose)
+    assert not is_trusted("stochastic P", model.built.chain.P)
+    with pytest.raises(exactq.ModelError, match="must sum to"):
+        values(model, "P=? [ F s=2 ]")
