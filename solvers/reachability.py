@@ -218,13 +218,17 @@ def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, so
         return np.zeros(0), info
     blocks = graph.block_order(states) if graph is not None and solver in ("auto", "direct") else None
     order = None  # the unknowns' block order, when the system is cut in it
-    if blocks is not None and idx.size > SMALL_SYSTEM and blocks[1].max() > 1:
+    budget = memory_budget() if blocks is not None else None
+    if blocks is not None and idx.size > SMALL_SYSTEM and blocks[1].max() > 1 and \
+            block_lu_pays(blocks[1], int(np.diff(Q.indptr)[idx].sum()), budget):
         # an LU in block order follows (every block of one state: sweeps over the rows as they are): the system is
-        # cut from Q in that order, one row gather instead of a gather in the states' order and a permuted copy
+        # cut from Q in that order, one row gather instead of a gather in the states' order and a permuted copy.
+        # (Asked first with the entries of the rows, a bound on the system's; a system with a large component, as
+        # leader election's, whose LU does not pay, is cut in the states' order as before)
         order = blocks[0]
         sel = idx[order]
         Qss = Q[sel][:, sel].tocsr()
-        if not block_lu_pays(blocks[1], Qss.nnz, memory_budget()):  # the general solvers, in the states' order
+        if not block_lu_pays(blocks[1], Qss.nnz, budget):  # the general solvers, in the states' order
             Qss = _permuted(Qss, np.argsort(order))
             order = None
         else:
