@@ -210,7 +210,7 @@ def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, so
     """
     from exactq.budget import memory_budget
 
-    from .linear import SMALL_SYSTEM, _permuted, block_lu_pays, scale_rows, solve_linear
+    from .linear import SMALL_SYSTEM, block_lu_pays, scale_rows, solve_linear
 
     idx = np.flatnonzero(states)
     info = {"n_solved": int(idx.size), "residual": 0.0, "error_bound": 0.0}
@@ -228,8 +228,7 @@ def _solve_scaled(Q: sp.csr_array, states: np.ndarray, rhs_rates: np.ndarray, so
         order = blocks[0]
         sel = idx[order]
         Qss = Q[sel][:, sel].tocsr()
-        if not block_lu_pays(blocks[1], Qss.nnz, budget):  # the general solvers, in the states' order
-            Qss = _permuted(Qss, np.argsort(order))
+        if not block_lu_pays(blocks[1], Qss.nnz, budget):  # the general solvers: cut again in the states' order
             order = None
         else:
             blocks = (np.arange(idx.size), blocks[1])  # (the identity: no permuted copy in the solver)
