@@ -111,10 +111,13 @@ def gth(A: np.ndarray) -> np.ndarray:
     P = np.array(A, dtype=float, order="F")
     n = P.shape[0]
     np.fill_diagonal(P, 0.0)
-    for k in range(n - 1, 0, -1):
-        col = P[:k, k]
-        col /= P[k, :k].sum()
-        P[:k, :k] = dger(1.0, col, P[k, :k], a=P[:k, :k])
+    # one BLAS thread: OpenBLAS threads dger above about 9,000 entries, and with both cores of a 2-core machine
+    # busy the n threaded calls stalled on each other's wake-ups: 160 states took 550 ms instead of 2.2 ms
+    with _blas_single_thread(n * n):
+        for k in range(n - 1, 0, -1):
+            col = P[:k, k]
+            col /= P[k, :k].sum()
+            P[:k, :k] = dger(1.0, col, P[k, :k], a=P[:k, :k])
     # back substitution pi_k = sum_{j<k} pi_j P_jk: one triangular solve of (I - U)^T pi = e_0 with U the
     # strict upper triangle (its off-diagonal entries are -P_jk <= 0, so the solve only adds non-negative
     # terms, as the loop below does; 160 states: 3.1 ms against 4.2 ms), unless it overflows

@@ -650,6 +650,20 @@ def _series(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumu
     window), ``gap`` (the completion's error bound, 0 without detection), ``steady``,
     and ``cumulative`` (the second sum with ``pair``, else None).
     """
+    from .linear import _blas_single_thread
+
+    # one BLAS thread for the loop's daxpy calls: OpenBLAS threads them above 10,000 entries, and waking its
+    # threads twice a product cost more than the products. In fresh processes, medians of 5: FMS n = 4's F<=10
+    # (13,530 states) 113.7 -> 17.3 ms, tandem c=127's F<=0.25 124 -> 32 ms, polling 10's U<=5 154 -> 109 ms;
+    # with the other core busy, the threaded loop also stalled (FMS: 210 ms in one run of five)
+    with _blas_single_thread(x.shape[0]):
+        return _series_loop(step, x, rate_time, eps, cumulative=cumulative, limit=limit, early=early, pair=pair,
+                            watch=watch)
+
+
+def _series_loop(step: _Stepper, x: np.ndarray, rate_time: float, eps: float, *, cumulative: bool, limit, early,
+                 pair: bool, watch) -> dict:
+    """:func:`_series`'s loop (run with one BLAS thread)."""
     from scipy.linalg.blas import daxpy as axpy  # y <- a x + y in place on contiguous float64 vectors
 
     lo = _window_start(rate_time, eps)
