@@ -37,6 +37,11 @@ __all__ = ["as_stochastic", "step_bounded_until", "step_values", "step_cumulativ
            "step_keep_sets"]
 
 
+#: what :func:`as_stochastic` accepts: entries at most this, rows summing to 1 within ROW_SUM_TOL
+PROBABILITY_MAX = 1 + 1e-12
+ROW_SUM_TOL = 1e-9
+
+
 def as_stochastic(P, *, name: str = "P") -> sp.csr_array:
     """Validate a transition matrix (square, entries in [0, 1], rows summing to 1) as float CSR (once per
     matrix: :func:`~exactq.solvers.transient.validated`)."""
@@ -52,10 +57,10 @@ def _as_stochastic(P, name: str) -> sp.csr_array:
     if A.ndim != 2 or A.shape != (n, n) or n == 0:
         raise ModelError(f"{name} must be a non-empty square matrix; got shape {A.shape}")
     A.sum_duplicates()
-    if not np.all(np.isfinite(A.data)) or np.any(A.data < 0) or np.any(A.data > 1 + 1e-12):
+    if not np.all(np.isfinite(A.data)) or np.any(A.data < 0) or np.any(A.data > PROBABILITY_MAX):
         raise ModelError(f"{name} must have entries in [0, 1]")
     rows = np.asarray(A.sum(axis=1)).ravel()
-    bad = np.abs(rows - 1) > 1e-9
+    bad = np.abs(rows - 1) > ROW_SUM_TOL
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ModelError(f"rows of {name} must sum to 1; row {i} (state {i}) sums to {rows[i]:.12g}")

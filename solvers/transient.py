@@ -205,19 +205,32 @@ def validated(kind: str, M, check):
     arrays, gets the array its first validation returned. (Writing into a validated
     matrix's ``data`` in place is not detected: the chain's matrices are not for editing.)
     """
-    fp = _fingerprint(M)
-    if fp is not None:
-        hit = _VALIDATED.get((kind, id(M)))
-        if hit is not None and hit[0]() is M and hit[1] == fp:
-            return hit[2]
+    hit = _recorded(kind, M)
+    if hit is not None:
+        return hit
     A = check(M)
-    if fp is not None:
-        key = (kind, id(M))
-        try:
-            _VALIDATED[key] = (weakref.ref(M, lambda _r, key=key: _VALIDATED.pop(key, None)), fp, A)
-        except TypeError:  # pragma: no cover - not weakly referenceable
-            pass
+    _record(kind, M, A)
     return A
+
+
+def _recorded(kind: str, M):
+    """The validated array recorded for ``M`` as it is now (the same object, the same arrays), or None."""
+    fp = _fingerprint(M)
+    hit = _VALIDATED.get((kind, id(M))) if fp is not None else None
+    return hit[2] if hit is not None and hit[0]() is M and hit[1] == fp else None
+
+
+def _record(kind: str, M, A) -> bool:
+    """Record ``A`` as ``M``'s validated array (for as long as ``M`` lives); False for a matrix that cannot be."""
+    fp = _fingerprint(M)
+    if fp is None:
+        return False
+    key = (kind, id(M))
+    try:
+        _VALIDATED[key] = (weakref.ref(M, lambda _r, key=key: _VALIDATED.pop(key, None)), fp, A)
+    except TypeError:  # pragma: no cover - not weakly referenceable
+        return False
+    return True
 
 
 def trust(kind: str, M) -> bool:
@@ -230,24 +243,16 @@ def trust(kind: str, M) -> bool:
     :func:`~exactq.solvers.dtmc.as_stochastic` (on crowds, TotalRuns=6, CrowdSize=15, 9M transitions: 74 ms of the
     first check). Only a matrix in canonical form (sorted, no duplicates) is recorded.
     """
-    fp = _fingerprint(M)
-    if fp is None or not sp.issparse(M) or M.format != "csr" or M.dtype != np.float64 or not M.has_canonical_format:
+    if not sp.issparse(M) or M.format != "csr" or M.dtype != np.float64 or not M.has_canonical_format:
         return False
     A = M if isinstance(M, sp.csr_array) else sp.csr_array((M.data, M.indices, M.indptr), shape=M.shape)
     A.has_canonical_format = True
-    key = (kind, id(M))
-    try:
-        _VALIDATED[key] = (weakref.ref(M, lambda _r, key=key: _VALIDATED.pop(key, None)), fp, A)
-    except TypeError:  # pragma: no cover - not weakly referenceable
-        return False
-    return True
+    return _record(kind, M, A)
 
 
 def is_trusted(kind: str, M) -> bool:
     """Whether ``M``, as it is now, was validated (or trusted) for ``kind``."""
-    fp = _fingerprint(M)
-    hit = _VALIDATED.get((kind, id(M))) if fp is not None else None
-    return hit is not None and hit[0]() is M and hit[1] == fp
+    return _recorded(kind, M) is not None
 
 
 def as_generator(Q, *, name: str = "Q") -> sp.csr_array:
@@ -877,16 +882,13 @@ def transient_pair(Q, p0, t: float, *, eps: float = 1e-12, record=None) -> tuple
                                  "matvecs": 0, "truncated_mass": 0.0, "cumulative_bound": 0.0,
                                  "seconds": time.perf_counter() - t0}
     step = _Stepper(P.T, products=int(q * t))
-    from .linear import _blas_single_thread
-
     seen, watch = [], None
     if record is not None:
         V = np.ascontiguousarray(np.asarray(record, dtype=float).reshape(len(p), -1))
         watch = lambda x: seen.append(x @ V)  # noqa: E731 (m dot products per iterate)
-    # with projections, one BLAS thread: OpenBLAS's threaded product of a vector and an (n, 1) matrix took 9 ms to
-    # 70 ms a call here (central server, 46,376 states; tandem c=127), against 40 us in one thread
-    with _blas_single_thread(len(p) if record is not None else 0):
-        run = _series(step, step.start(p), q * t, eps, pair=True, watch=watch)
+    # (the projections run inside _series's one BLAS thread: OpenBLAS's threaded product of a vector and an (n, 1)
+    # matrix took 9 ms to 70 ms a call here, central server, 46,376 states; tandem c=127, against 40 us in one)
+    run = _series(step, step.start(p), q * t, eps, pair=True, watch=watch)
     fg, at, up_to = run["fg"], run["value"], run["cumulative"] / q
     info = {"method": "uniformisation", "uniformisation_rate": q, "fox_glynn": fg.summary(),
             "matvecs": int(fg.right), "truncated_mass": float(fg.total_mass_lost),

@@ -963,6 +963,7 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     keys, state_rewards = _state_rewards(b, info, states)
     constants = {k: v for k, (_, v) in info.constants.items() if v is not None}
     first = int(space.index(init[:1])[0])
+    from exactq.solvers.dtmc import PROBABILITY_MAX, ROW_SUM_TOL
     from exactq.solvers.transient import trust
 
     if b.discrete:
@@ -971,10 +972,10 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
                                    shape=(n, n))).tocsr()
         R.sum_duplicates()
         # the commands' probabilities were checked as they were formed (each in [0, 1], summing to 1 within
-        # PROB_TOL); where every row also sums to 1 within as_stochastic's 1e-9, the check's validation is not
-        # repeated (rows within PROB_TOL only are still refused there, as before)
+        # PROB_TOL); where every row also sums to 1 within as_stochastic's ROW_SUM_TOL, the check's validation is
+        # not repeated (rows within PROB_TOL only are still refused there, as before)
         sums = np.asarray(R.sum(axis=1)).ravel()
-        if np.all(np.abs(sums - 1.0) <= 1e-9) and float(R.data.max(initial=0.0)) <= 1.0 + 1e-12:
+        if np.all(np.abs(sums - 1.0) <= ROW_SUM_TOL) and float(R.data.max(initial=0.0)) <= PROBABILITY_MAX:
             trust("stochastic P", R)
         chain = DTMC(space=space, P=R, cut_prob=np.zeros(n), rewards=state_rewards, initial=first,
                      constants=constants)
