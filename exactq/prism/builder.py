@@ -972,9 +972,9 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
                                    shape=(n, n))).tocsr()
         R.sum_duplicates()
         # the commands' probabilities were checked as they were formed (each in [0, 1], summing to 1 within
-        # PROB_TOL); where every row also sums to 1 within as_stochastic's ROW_SUM_TOL, the check's validation is
-        # not repeated (rows within PROB_TOL only are still refused there, as before)
-        sums = np.asarray(R.sum(axis=1)).ravel()
+        # PROB_TOL); rows within PROB_TOL only are normalised (with a warning), so every row sums to 1 within
+        # as_stochastic's ROW_SUM_TOL and the check's validation is not repeated
+        sums = _normalise_rows(R, b, states, np.arange(n), "state")
         if np.all(np.abs(sums - 1.0) <= ROW_SUM_TOL) and float(R.data.max(initial=0.0)) <= PROBABILITY_MAX:
             trust("stochastic P", R)
         chain = DTMC(space=space, P=R, cut_prob=np.zeros(n), rewards=state_rewards, initial=first,
@@ -1013,6 +1013,34 @@ def _jumps(R: sp.csr_matrix, states: np.ndarray) -> np.ndarray:
             x = states[:, j]
             out[j] = max(out[j], int(np.abs(x[c] - x[r]).max(initial=0)))
     return out
+
+
+def _normalise_rows(P, b: "_Builder", states: np.ndarray, owner: np.ndarray, kind: str) -> np.ndarray:
+    """Divide the rows of ``P`` (CSR, in place) that sum to 1 only within PRISM's :data:`PROB_TOL` by their sums;
+    returns the rows' sums after that.
+
+    PRISM and Storm accept a state whose probabilities sum to 1 within a tolerance (PRISM's ``-sumroundoff``,
+    1e-5) and use them as given. The solvers here take a stochastic matrix (rows within ``ROW_SUM_TOL`` = 1e-9 of
+    1), so such a row is normalised instead, with a warning that names the largest gap: the values are then those
+    of the normalised chain, which differs from the file's in those rows by at most that gap. ``owner[r]`` is the
+    state of row ``r``, and ``kind`` names a row (a DTMC's rows are its states; an MDP's are its choices).
+    """
+    from exactq.solvers.dtmc import ROW_SUM_TOL
+
+    sums = np.asarray(P.sum(axis=1)).ravel()
+    gap = np.abs(sums - 1.0)
+    off = gap > ROW_SUM_TOL
+    if not off.any():
+        return sums
+    scale = np.where(off, 1.0 / np.where(off, sums, 1.0), 1.0)
+    P.data *= np.repeat(scale, np.diff(P.indptr))
+    worst = int(np.argmax(gap))
+    k = int(np.count_nonzero(off))
+    many = k > 1
+    warn(f"the probabilities of {k} {kind}{'s' if many else ''} sum to 1 only within {PROB_TOL:g} (the largest gap "
+         f"{float(gap[worst]):.3g}, in state {b.state_text(states[owner[worst]])}); {'they were' if many else 'it was'} "
+         f"divided by {'their sums' if many else 'its sum'}, so the values are those of the normalised chain")
+    return np.asarray(P.sum(axis=1)).ravel()
 
 
 def _state_rewards(b: "_Builder", info: ModelInfo, states: np.ndarray) -> tuple[list, dict]:
@@ -1079,8 +1107,9 @@ def _assemble_mdp(b: "_Builder", info: ModelInfo, ex, init, init_mask, dead, t0)
     P = sp.csr_matrix((vals, (rows, cols)), shape=(n_choices, n))
     P.sum_duplicates()
     P.eliminate_zeros()
-    keys, state_rewards = _state_rewards(b, info, states)
     owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    _normalise_rows(P, b, states, owner, "choice")
+    keys, state_rewards = _state_rewards(b, info, states)
     choice_rewards = {}
     for k, key in enumerate(keys):
         by = b.trans_items[k]

@@ -231,10 +231,9 @@ def test_a_loaded_model_is_a_frozen_dataclass_of_its_own_class(name, constants):
             change()
 
 
-def test_the_builders_matrices_are_trusted_and_equal_to_their_validation(tmp_path):
+def test_the_builders_matrices_are_trusted_and_equal_to_their_validation():
     """The builder records its generator (a CTMC) and transition matrix (a DTMC) as validated, so the checks do
-    not read them again; validating them anyway gives the same arrays, and a DTMC whose rows sum to 1 only within
-    PRISM's tolerance is not trusted (its check refuses it as before)."""
+    not read them again; validating them anyway gives the same arrays."""
     from exactq.solvers.dtmc import _as_stochastic
     from exactq.solvers.transient import _as_generator, is_trusted, trust
 
@@ -244,10 +243,51 @@ def test_the_builders_matrices_are_trusted_and_equal_to_their_validation(tmp_pat
     for M, check in ((ctmc.Q, _as_generator), (dtmc.P, _as_stochastic)):
         np.testing.assert_array_equal(check(M, "M").toarray(), M.toarray())
     assert not trust("generator Q", sp.coo_matrix(ctmc.Q))  # only a canonical CSR matrix is recorded
+
+
+LOOSE = ("{kind}\nmodule m\n  s : [0..2] init 0;\n  [] s=0 -> 0.4999999 : (s'=1) + 0.5 : (s'=2);\n"
+         "  [] s=1 -> 0.3 : (s'=0) + 0.7000004 : (s'=2);\n  [] s=2 -> true;\nendmodule\n")
+
+
+def test_probabilities_summing_to_1_only_within_prisms_tolerance_are_normalised_with_a_warning(tmp_path):
+    """PRISM and Storm accept a state whose probabilities sum to 1 within a tolerance; such rows are divided by
+    their sums (with a warning naming the largest gap), so that every check answers, for the normalised chain:
+    P(F s=2) from s=0 solves x0 = a x1 + b, x1 = c x0 + d by hand."""
+    from exactq.solvers.dtmc import _as_stochastic
+    from exactq.solvers.transient import is_trusted
+
     loose = tmp_path / "loose.pm"
-    loose.write_text("dtmc\nmodule m\n  s : [0..2] init 0;\n  [] s=0 -> 0.4999999 : (s'=1) + 0.5 : (s'=2);\n"
-                     "  [] s>0 -> true;\nendmodule\n")
-    model = load_prism(loose)
-    assert not is_trusted("stochastic P", model.built.chain.P)
-    with pytest.raises(exactq.ModelError, match="must sum to"):
-        values(model, "P=? [ F s=2 ]")
+    loose.write_text(LOOSE.format(kind="dtmc"))
+    with pytest.warns(PrismWarning, match=r"probabilities of 2 states sum to 1 only within 1e-06 "
+                                          r"\(the largest gap 4e-07, in state \(s=1\)\)"):
+        model = load_prism(loose)
+        P = model.built.chain.P
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=0, atol=1e-15)
+    assert is_trusted("stochastic P", P)
+    np.testing.assert_array_equal(_as_stochastic(P, "P").toarray(), P.toarray())
+    a, b = 0.4999999 / 0.9999999, 0.5 / 0.9999999      # s=0 -> 1, s=0 -> 2
+    c, d = 0.3 / 1.0000004, 0.7000004 / 1.0000004     # s=1 -> 0, s=1 -> 2
+    x0 = (a * d + b) / (1 - a * c)
+    reach, = values(model, "P=? [ F s=2 ]")
+    assert reach == pytest.approx(x0, rel=1e-14)
+    # the MDP of the same file: one choice per state, the same value; rows within 1e-9 are kept as given
+    mdp_file = tmp_path / "loose_mdp.nm"
+    mdp_file.write_text(LOOSE.format(kind="mdp"))
+    with pytest.warns(PrismWarning, match="probabilities of 2 choices sum to 1 only within"):
+        mdp = load_prism(mdp_file)
+        mdp.built
+    hi, = values(mdp, "Pmax=? [ F s=2 ]")
+    assert hi == pytest.approx(x0, rel=1e-12)
+    exact = tmp_path / "exact.pm"
+    exact.write_text(LOOSE.format(kind="dtmc").replace("0.4999999", "0.5").replace("0.7000004", "0.7"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrismWarning)
+        P = load_prism(exact).built.chain.P
+    assert P[0, 1] == 0.5 and P[1, 2] == 0.7
+
+
+def test_probabilities_outside_prisms_tolerance_are_still_refused(tmp_path):
+    bad = tmp_path / "bad.pm"
+    bad.write_text(LOOSE.format(kind="dtmc").replace("0.4999999", "0.499998"))
+    with pytest.raises(PrismModelError, match=r"sum to 0\.999998, not 1, in state \(s=0\)"):
+        load_prism(bad).built
