@@ -459,10 +459,11 @@ def _state_text(model, chain):
     variables = getattr(info, "variables", None)
     names = [v.name for v in variables] if variables else list(getattr(chain.space, "names", ()))
     bools = {v.name for v in variables if v.type == "bool"} if variables else set()
-    states = chain.states
+    space = getattr(chain, "space", None)
+    row_of = space.row if hasattr(space, "row") else (lambda i: chain.states[i])  # (one row, not all of them)
 
     def text(i: int) -> str:
-        row = states[int(i)]
+        row = row_of(int(i))
         return "(" + ",".join(f"{nm}={('true' if v else 'false') if nm in bools else int(v)}"
                               for nm, v in zip(names, row)) + ")"
     return text

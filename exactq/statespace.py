@@ -105,6 +105,8 @@ class StateSpace(Space):
     """
 
     def __init__(self, states, names: Sequence[str], *, lo=None, hi=None, seed: int = 0):
+        self._states = None
+        self._columns = {}
         states = np.asarray(states, dtype=np.int64)
         if states.ndim == 1:
             states = states[:, None]
@@ -159,7 +161,11 @@ class StateSpace(Space):
 
     @classmethod
     def _presorted(cls, states, names, packing: "Packing", keys, words, seed: int) -> "StateSpace":
-        """A space from distinct states already sorted by key (what an exploration found)."""
+        """A space from distinct states already sorted by key (what an exploration found).
+
+        ``states`` may be None: the rows are then decoded from the keys (or ``words``) when
+        :attr:`states` is first read, and a column alone by :meth:`column_at`.
+        """
         self = cls.__new__(cls)
         self.names = tuple(names)
         self.packing = packing
@@ -167,7 +173,11 @@ class StateSpace(Space):
         self.radix = self.hi - self.lo + 1
         self.wide = packing.n_words > 1
         self.keys = keys
-        self.states = states
+        self._states = None
+        self._columns = {}
+        if states is not None:
+            self.states = states
+            self.states.flags.writeable = False
         self.seed = seed
         if self.wide:
             self._words = words
@@ -175,8 +185,77 @@ class StateSpace(Space):
         else:
             self.strides = packing.strides
             self.is_box = len(keys) == int(np.prod(self.radix))
-        self.states.flags.writeable = False
         return self
+
+    # -- the rows, decoded when first read ----------------------------------------------------
+    # An exploration keeps each state's key (and, in a wide box, its words); the (n, d) int64 rows are decoded from
+    # them only when something reads them all. A PRISM model's checks read only the columns that its labels,
+    # rewards and properties name (crowds N=6, R=15: 1.3M states of 19 variables, 198 MB of rows), and a column
+    # is decoded alone (:meth:`column_at`).
+    @property
+    def states(self) -> np.ndarray:
+        """The ``(n, d)`` int64 state vectors (read-only), sorted by key."""
+        s = self.__dict__.get("_states")
+        if s is None:
+            rows = np.empty((self.n_vars, self.n_states), dtype=np.int64)  # column-major rows: a column is contiguous
+            for j in range(self.n_vars):  # a loop over the variables
+                c = self._columns.get(j)
+                if c is not None:
+                    rows[j] = c
+                else:
+                    self.packing.decode_column(self._word_of_column(j), j, out=rows[j])
+            s = rows.T
+            s.flags.writeable = False
+            self._states = s
+            self._columns = {}  # (views of the rows from now on)
+        return s
+
+    def _word_of_column(self, j: int) -> np.ndarray:
+        return self.keys if not self.wide else self._words[:, self.packing.word_of[j]]
+
+    @states.setter
+    def states(self, value: np.ndarray) -> None:
+        self._states = value
+        self._columns = {}
+
+    @property
+    def n_states(self) -> int:
+        return len(self.keys)
+
+    def column_at(self, j: int) -> np.ndarray:
+        """Column ``j`` of :attr:`states` (int64, read-only), decoded alone while the rows are not held."""
+        s = self.__dict__.get("_states")
+        if s is not None:
+            return s[:, j]
+        c = self._columns.get(j)
+        if c is None:
+            c = self._columns[j] = self.packing.decode_column(self._word_of_column(j), j)
+            c.flags.writeable = False
+        return c
+
+    def row(self, i: int) -> np.ndarray:
+        """State ``i`` (int64), decoded alone while the rows are not held."""
+        s = self.__dict__.get("_states")
+        if s is not None:
+            return s[int(i)]
+        i = int(i)
+        return self.packing.decode(self.keys[i:i + 1, None] if not self.wide else self._words[i:i + 1])[0]
+
+    def column(self, name: str) -> np.ndarray:
+        return self.column_at(self.names.index(name))
+
+    def format_state(self, i: int) -> str:
+        """``(q1=3, q2=0)`` for state ``i``."""
+        return "(" + ", ".join(f"{n}={v}" for n, v in zip(self.names, self.row(i))) + ")"
+
+    def namespace(self) -> dict:
+        """The state variables by name, for state expressions."""
+        return {n: self.column_at(k) for k, n in enumerate(self.names)}
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_columns"] = {}  # (decoded again where needed)
+        return state
 
     @classmethod
     def box(cls, names: Sequence[str], hi, lo=None) -> "StateSpace":
@@ -237,6 +316,8 @@ class StateSpace(Space):
 
 
 # ------------------------------------------------------------------ packed keys
+#: rows per block of :meth:`Packing.decode_column`
+DECODE_BLOCK = 1 << 16
 #: tries of a new hash seed before a collision of wide keys is reported
 _MAX_RESEEDS = 8
 _M1, _M2, _GOLDEN = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
@@ -363,6 +444,35 @@ class Packing:
             out[:, k] = off[:, cols] @ self.strides[cols]
         return out
 
+    def decode_column(self, word: np.ndarray, j: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Column ``j`` of the rows whose word ``word_of[j]`` is ``word``: ``(w // stride_j) % radix_j + lo_j``
+        (into ``out``, a contiguous int64 vector, when given).
+
+        Blocks of :data:`DECODE_BLOCK` rows: the quotient is a small buffer used again, not a vector as long as
+        the column (at 1.3M states a fresh 10 MB vector cost more in page faults than the arithmetic).
+
+        >>> p = Packing([0, -1], [4, 3])
+        >>> w = p.words(np.array([[3, -1], [4, 2]]))[:, 0]
+        >>> p.decode_column(w, 0).tolist(), p.decode_column(w, 1).tolist()
+        ([3, 4], [-1, 2])
+        """
+        x = np.asarray(word, dtype=np.int64)
+        n = len(x)
+        if out is None:
+            out = np.empty(n, dtype=np.int64)
+        stride, r, lo = int(self.strides[j]), int(self.radix[j]), int(self.lo[j])
+        q = np.empty(min(n, DECODE_BLOCK), dtype=np.int64)
+        for a in range(0, n, DECODE_BLOCK):  # a loop over blocks of rows
+            b = min(n, a + DECODE_BLOCK)
+            qa, o = q[:b - a], out[a:b]
+            np.floor_divide(x[a:b], stride, out=qa)  # (libdivide: two quotients and a product, not a remainder)
+            np.floor_divide(qa, r, out=o)
+            np.multiply(o, r, out=o)
+            np.subtract(qa, o, out=o)
+            if lo:
+                o += lo
+        return out
+
     def decode(self, words: np.ndarray) -> np.ndarray:
         """The rows of packed words (the inverse of :meth:`words`), in column-major order.
 
@@ -377,8 +487,17 @@ class Packing:
         out = np.empty((d, len(words)), dtype=np.int64)
         for k, cols in enumerate(self._groups):  # loop over words, then over their columns
             x = words[:, k].copy()
+            q = np.empty_like(x)
             for j in cols[::-1]:
-                np.divmod(x, self.radix[j], out=(x, out[j]))
+                # x = q r + (x - q r): NumPy divides an integer array by a scalar with libdivide in floor_divide
+                # (not in divmod), so the quotient, a product and a difference are 1.2-1.6x faster than one
+                # divmod (26,233 states of 26 variables: 2.3 -> 1.4 ms; 1.3M of 19: 87 -> 73 ms)
+                r = self.radix[j]
+                np.floor_divide(x, r, out=q)
+                row = out[j]
+                np.multiply(q, r, out=row)
+                np.subtract(x, row, out=row)
+                x, q = q, x
         out += self.lo[:, None]
         return out.T
 

@@ -274,9 +274,11 @@ def _solver_names() -> tuple[list[str], list[str]]:
 
 def _default_state_text(chain):
     names = list(getattr(chain.space, "names", ())) or [f"x{k}" for k in range(chain.states.shape[1])]
+    space = getattr(chain, "space", None)
+    row_of = space.row if hasattr(space, "row") else (lambda i: chain.states[i])  # (one row, not all of them)
 
     def text(i: int) -> str:
-        row = chain.states[int(i)]
+        row = row_of(int(i))
         return "(" + ",".join(f"{nm}={int(v)}" for nm, v in zip(names, row)) + ")"
     return text
 

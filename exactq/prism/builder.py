@@ -929,7 +929,6 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
         progress(f"assembling the chain of {info.source.name}: {ex.space.n_states:,} states")
     space = ex.space
     n = space.n_states
-    states = space.states
     init_mask = np.zeros(n, dtype=bool)
     init_mask[space.index(init)] = True
     dead = ~ex.extras["enabled"]
@@ -937,17 +936,17 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     if n_dead:
         i = int(np.flatnonzero(dead)[0])
         if strict:
-            raise PrismModelError(f"state {b.state_text(states[i])} is a deadlock (no command is enabled); "
+            raise PrismModelError(f"state {b.state_text(space.row(i))} is a deadlock (no command is enabled); "
                                   f"{n_dead} deadlocked state{'s' if n_dead > 1 else ''} in all (strict mode)")
         warn(f"{n_dead} deadlocked state{'s were' if n_dead > 1 else ' was'} fixed by adding a self-loop, as PRISM "
-             f"does (e.g. {b.state_text(states[i])})")
+             f"does (e.g. {b.state_text(space.row(i))})")
     choices = ex.extras["choices"]
     if b.mdp:
         return _assemble_mdp(b, info, ex, init, init_mask, dead, t0)
     n_multi = int(np.count_nonzero(choices > 1)) if b.discrete else 0
     if n_multi:
         i = int(np.flatnonzero(choices > 1)[0])
-        row, k = states[i], int(choices[i])
+        row, k = space.row(i), int(choices[i])
         warn(f"{n_multi} state{'s' if n_multi > 1 else ''} of the dtmc enable{'' if n_multi > 1 else 's'} more than "
              f"one choice (e.g. {b.state_text(row)}: {k} choices); as PRISM and Storm do, each of the k enabled "
              "choices is taken with probability 1/k")
@@ -960,7 +959,7 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     R.sum_duplicates()
     R.eliminate_zeros()
     n_trans = int(R.nnz) + n_dead
-    keys, state_rewards = _state_rewards(b, info, states)
+    keys, state_rewards = _state_rewards(b, info, space)
     constants = {k: v for k, (_, v) in info.constants.items() if v is not None}
     first = int(space.index(init[:1])[0])
     from exactq.solvers.dtmc import PROBABILITY_MAX, ROW_SUM_TOL
@@ -974,7 +973,7 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
         # the commands' probabilities were checked as they were formed (each in [0, 1], summing to 1 within
         # PROB_TOL); rows within PROB_TOL only are normalised (with a warning), so every row sums to 1 within
         # as_stochastic's ROW_SUM_TOL and the check's validation is not repeated
-        sums = _normalise_rows(R, b, states, np.arange(n), "state")
+        sums = _normalise_rows(R, b, space, np.arange(n), "state")
         if np.all(np.abs(sums - 1.0) <= ROW_SUM_TOL) and float(R.data.max(initial=0.0)) <= PROBABILITY_MAX:
             trust("stochastic P", R)
         chain = DTMC(space=space, P=R, cut_prob=np.zeros(n), rewards=state_rewards, initial=first,
@@ -985,9 +984,9 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
         Q.sum_duplicates()
         if np.all(np.isfinite(out)):  # (rates checked finite and >= 0 as they were formed; rows sum to 0 here)
             trust("generator Q", Q)
-        chain = CTMC(space=space, Q=Q, cut_rate=np.zeros(n), jumps=_jumps(R, states), rewards=state_rewards,
+        chain = CTMC(space=space, Q=Q, cut_rate=np.zeros(n), jumps=_jumps(R, space), rewards=state_rewards,
                      initial=first, constants=constants)
-    label_ctx = EvalContext(states, labels={"init": init_mask, "deadlock": dead})
+    label_ctx = EvalContext(space, labels={"init": init_mask, "deadlock": dead})
     labels = {"init": init_mask, "deadlock": dead}
     for name, c in info.labels.items():
         labels[name] = np.broadcast_to(c.full(label_ctx), (n,)).copy()
@@ -998,10 +997,10 @@ def build_model(info: ModelInfo, *, strict: bool = False, max_states: int | None
     return BuiltModel(chain, info, structures, n_trans, n_dead, time.perf_counter() - t0, n_multi)
 
 
-def _jumps(R: sp.csr_matrix, states: np.ndarray) -> np.ndarray:
+def _jumps(R: sp.csr_matrix, space) -> np.ndarray:
     """The largest change of each variable in one transition of ``R`` (for the LU orderings)."""
     n = R.shape[0]
-    out = np.zeros(states.shape[1], dtype=np.int64)
+    out = np.zeros(space.n_vars, dtype=np.int64)
     per_row = max(1, R.nnz // max(n, 1))
     step = max(1, (1 << 22) // per_row)
     for a in range(0, n, step):  # blocks of rows (about 4M transitions each), one column at a time
@@ -1009,13 +1008,13 @@ def _jumps(R: sp.csr_matrix, states: np.ndarray) -> np.ndarray:
         lo, hi = R.indptr[a], R.indptr[b]
         r = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(R.indptr[a:b + 1]))
         c = R.indices[lo:hi]
-        for j in range(states.shape[1]):
-            x = states[:, j]
+        for j in range(space.n_vars):
+            x = space.column_at(j)
             out[j] = max(out[j], int(np.abs(x[c] - x[r]).max(initial=0)))
     return out
 
 
-def _normalise_rows(P, b: "_Builder", states: np.ndarray, owner: np.ndarray, kind: str) -> np.ndarray:
+def _normalise_rows(P, b: "_Builder", space, owner: np.ndarray, kind: str) -> np.ndarray:
     """Divide the rows of ``P`` (CSR, in place) that sum to 1 only within PRISM's :data:`PROB_TOL` by their sums;
     returns the rows' sums after that.
 
@@ -1038,14 +1037,14 @@ def _normalise_rows(P, b: "_Builder", states: np.ndarray, owner: np.ndarray, kin
     k = int(np.count_nonzero(off))
     many = k > 1
     warn(f"the probabilities of {k} {kind}{'s' if many else ''} sum to 1 only within {PROB_TOL:g} (the largest gap "
-         f"{float(gap[worst]):.3g}, in state {b.state_text(states[owner[worst]])}); {'they were' if many else 'it was'} "
+         f"{float(gap[worst]):.3g}, in state {b.state_text(space.row(owner[worst]))}); {'they were' if many else 'it was'} "
          f"divided by {'their sums' if many else 'its sum'}, so the values are those of the normalised chain")
     return np.asarray(P.sum(axis=1)).ravel()
 
 
-def _state_rewards(b: "_Builder", info: ModelInfo, states: np.ndarray) -> tuple[list, dict]:
-    ctx = EvalContext(states)
-    n = len(states)
+def _state_rewards(b: "_Builder", info: ModelInfo, space) -> tuple[list, dict]:
+    ctx = EvalContext(space)  # (only the columns the rewards read are decoded)
+    n = space.n_states
     out, keys = {}, []
     for k, rs in enumerate(info.rewards):
         key = rs.name if rs.name is not None else f"#{k + 1}"
@@ -1057,7 +1056,7 @@ def _state_rewards(b: "_Builder", info: ModelInfo, states: np.ndarray) -> tuple[
             if not np.all(np.isfinite(v)):
                 i = int(np.flatnonzero(~np.isfinite(v))[0])
                 raise PrismModelError(f"the state reward '{value.text}' of reward structure {key!r} is not finite "
-                                      f"in state {b.state_text(states[i])}")
+                                      f"in state {b.state_text(space.row(i))}")
             acc = acc + v
         out[key] = acc
     return keys, out
@@ -1077,7 +1076,6 @@ def _assemble_mdp(b: "_Builder", info: ModelInfo, ex, init, init_mask, dead, t0)
 
     space = ex.space
     n = space.n_states
-    states = space.states
     ids = ex.weight.astype(np.int64)
     ex.weight = None
     # gather each kept transition's probability, choice and group from the builder's records
@@ -1108,8 +1106,8 @@ def _assemble_mdp(b: "_Builder", info: ModelInfo, ex, init, init_mask, dead, t0)
     P.sum_duplicates()
     P.eliminate_zeros()
     owner = np.repeat(np.arange(n, dtype=np.int64), counts)
-    _normalise_rows(P, b, states, owner, "choice")
-    keys, state_rewards = _state_rewards(b, info, states)
+    _normalise_rows(P, b, space, owner, "choice")
+    keys, state_rewards = _state_rewards(b, info, space)
     choice_rewards = {}
     for k, key in enumerate(keys):
         by = b.trans_items[k]
@@ -1123,7 +1121,7 @@ def _assemble_mdp(b: "_Builder", info: ModelInfo, ex, init, init_mask, dead, t0)
             c = np.flatnonzero(choice_group == gi)
             if c.size == 0:
                 continue
-            ctx = EvalContext(states[owner[c]])
+            ctx = EvalContext(space).subset(owner[c])
             part = np.zeros(c.size)
             with np.errstate(all="ignore"):
                 for guard, value in items:
@@ -1131,10 +1129,10 @@ def _assemble_mdp(b: "_Builder", info: ModelInfo, ex, init, init_mask, dead, t0)
             if not np.all(np.isfinite(part)):
                 i = int(np.flatnonzero(~np.isfinite(part))[0])
                 raise PrismModelError(f"the transition reward of [{g.action or ''}] is not finite in state "
-                                      f"{b.state_text(states[owner[c[i]]])}")
+                                      f"{b.state_text(space.row(owner[c[i]]))}")
             acc[c] = part
         choice_rewards[key] = acc
-    label_ctx = EvalContext(states, labels={"init": init_mask, "deadlock": dead})
+    label_ctx = EvalContext(space, labels={"init": init_mask, "deadlock": dead})
     labels = {"init": init_mask, "deadlock": dead}
     for name, c in info.labels.items():
         labels[name] = np.broadcast_to(c.full(label_ctx), (n,)).copy()

@@ -93,7 +93,9 @@ class StateFormula:
                 raise ExactqError(f"the formula '{self.text}' has nested operators; it is evaluated by the checker")
             extra = {key: checker.per_state(q) for key, q in self.deps.items()}
         named = {k: np.asarray(v) for k, v in getattr(chain, "rewards", {}).items()}  # a native chain's rewards
-        ctx = EvalContext(np.asarray(chain.states), labels=labels, extra=extra, named=named)
+        space = getattr(chain, "space", None)
+        source = space if hasattr(space, "column_at") else np.asarray(chain.states)  # (a column decoded when read)
+        ctx = EvalContext(source, labels=labels, extra=extra, named=named)
         return self.compiled.checked(ctx)  # a fault in a state where its term is used is an error, never nan
 
     def __call__(self, namespace, n=None):  # pragma: no cover - the checker uses on_chain

@@ -44,8 +44,10 @@ class EvalContext:
 
     Parameters
     ----------
-    states : (n, d) ndarray of int
-        One row per state, one column per variable (booleans as 0/1).
+    states : (n, d) ndarray of int, or a space
+        One row per state, one column per variable (booleans as 0/1); or a space whose
+        columns are decoded one at a time (``n_states`` and ``column_at(j)``, as
+        :class:`~exactq.statespace.StateSpace`), so that only the columns read are made.
     labels : mapping, optional
         Per-state boolean arrays of built-in labels (``"init"``, ``"deadlock"``).
     extra : mapping, optional
@@ -56,11 +58,15 @@ class EvalContext:
         (:attr:`Symbols.columns`).
     """
 
-    __slots__ = ("states", "n", "_cols", "_bools", "labels", "memo", "extra", "named")
+    __slots__ = ("states", "n", "_cols", "_bools", "labels", "memo", "extra", "named", "_column")
 
-    def __init__(self, states: np.ndarray, labels=None, extra=None, named=None):
-        self.states = states
-        self.n = states.shape[0]
+    def __init__(self, states, labels=None, extra=None, named=None):
+        if isinstance(states, np.ndarray):
+            self.states, self._column = states, None
+            self.n = states.shape[0]
+        else:  # a space: its columns, one at a time
+            self.states, self._column = None, states.column_at
+            self.n = states.n_states
         self._cols: dict = {}
         self._bools: dict = {}
         self.labels = labels or {}
@@ -71,7 +77,7 @@ class EvalContext:
     def col(self, j: int) -> np.ndarray:
         c = self._cols.get(j)
         if c is None:
-            c = self._cols[j] = np.ascontiguousarray(self.states[:, j])
+            c = self._cols[j] = np.ascontiguousarray(self.states[:, j]) if self._column is None else self._column(j)
         return c
 
     def bcol(self, j: int) -> np.ndarray:

@@ -131,6 +131,61 @@ def test_format_state_column_and_namespace():
     assert s.n_vars == 2 and s.names == ("q1", "q2")
 
 
+@FAST
+@given(st.integers(1, 6), st.booleans(), st.data())
+def test_an_explored_space_decodes_its_rows_and_columns_when_read(d, wide, data):
+    """A space built from its keys alone (what an exploration makes) decodes a column, a row, or all the rows
+    on demand; each equals the rows of the space built from the same states, in a narrow box and in a wide one
+    (several words), with negative lower corners, and after some columns were decoded alone."""
+    import exactq.statespace as ss
+
+    top = 2**40 if wide else 9
+    lo = np.array(data.draw(st.lists(st.integers(-5, 0), min_size=d, max_size=d)), dtype=np.int64)
+    hi = lo + np.array(data.draw(st.lists(st.integers(0, top), min_size=d, max_size=d)), dtype=np.int64)
+    n = data.draw(st.integers(1, 300))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    X = (lo + (rng.random((n, d)) * (hi - lo + 1)).astype(np.int64)).astype(np.int64)
+    full = StateSpace(X, [f"x{j}" for j in range(d)], lo=lo, hi=hi)
+    lazy = StateSpace._presorted(None, full.names, full.packing, full.keys, getattr(full, "_words", None),
+                                 full.seed)
+    assert lazy.n_states == full.n_states and "_states" in lazy.__dict__ and lazy.__dict__["_states"] is None
+    first = data.draw(st.lists(st.integers(0, d - 1), max_size=d))
+    for j in first:  # some columns alone first, as the checks read them
+        np.testing.assert_array_equal(lazy.column_at(j), full.states[:, j])
+    i = data.draw(st.integers(0, full.n_states - 1))
+    np.testing.assert_array_equal(lazy.row(i), full.states[i])
+    assert lazy.format_state(i) == full.format_state(i)
+    assert lazy.__dict__["_states"] is None  # none of that decoded every row
+    old = ss.DECODE_BLOCK
+    ss.DECODE_BLOCK = 7  # several blocks per column
+    try:
+        np.testing.assert_array_equal(lazy.states, full.states)
+    finally:
+        ss.DECODE_BLOCK = old
+    assert lazy.states.flags.f_contiguous and not lazy.states.flags.writeable
+    np.testing.assert_array_equal(lazy.column("x0"), full.states[:, 0])
+
+
+def test_a_prism_checks_decode_only_the_columns_they_read(tmp_path):
+    """A PRISM DTMC's build and checks decode the variables its labels and properties name, not every row."""
+    from exactq.api import check_properties
+    from exactq.prism import load_prism
+
+    f = tmp_path / "walk.pm"
+    f.write_text("dtmc\nmodule m\n  x : [0..20] init 0;\n  y : [0..3] init 0;\n  z : [0..2] init 0;\n"
+                 "  [] x<20 -> 0.5 : (x'=x+1) + 0.5 : (y'=mod(y+1, 4));\n  [] x=20 -> (z'=min(z+1, 2));\n"
+                 "endmodule\nlabel \"end\" = z=2;\n")
+    model = load_prism(f)
+    space = model.built.chain.space
+    value, = (r.value for r in check_properties(model, 'P=? [ F "end" ]'))
+    assert value == 1.0
+    assert space.__dict__["_states"] is None and set(space._columns) == {2}  # z, for the label
+    y3, = (r.value for r in check_properties(model, "P=? [ F y=3 & x=20 ]"))
+    assert space.__dict__["_states"] is None and set(space._columns) == {0, 1, 2}
+    assert 0 < y3 < 1
+    np.testing.assert_array_equal(space.states[:, 2], space.column_at(2))  # all the rows, when asked
+
+
 @pytest.mark.parametrize(
     "kwargs, exc, match",
     [
