@@ -210,13 +210,13 @@ class StateSpace(Space):
             self._columns = {}  # (views of the rows from now on)
         return s
 
-    def _word_of_column(self, j: int) -> np.ndarray:
-        return self.keys if not self.wide else self._words[:, self.packing.word_of[j]]
-
     @states.setter
     def states(self, value: np.ndarray) -> None:
         self._states = value
         self._columns = {}
+
+    def _word_of_column(self, j: int) -> np.ndarray:
+        return self.keys if not self.wide else self._words[:, self.packing.word_of[j]]
 
     @property
     def n_states(self) -> int:
@@ -238,7 +238,7 @@ class StateSpace(Space):
         s = self.__dict__.get("_states")
         if s is not None:
             return s[int(i)]
-        i = int(i)
+        i = range(self.n_states)[int(i)]  # (a negative index counts from the end; out of range: IndexError)
         return self.packing.decode(self.keys[i:i + 1, None] if not self.wide else self._words[i:i + 1])[0]
 
     def column(self, name: str) -> np.ndarray:

@@ -155,6 +155,14 @@ def test_an_explored_space_decodes_its_rows_and_columns_when_read(d, wide, data)
     i = data.draw(st.integers(0, full.n_states - 1))
     np.testing.assert_array_equal(lazy.row(i), full.states[i])
     assert lazy.format_state(i) == full.format_state(i)
+    np.testing.assert_array_equal(lazy.row(-1), full.states[-1])
+    with pytest.raises(IndexError):
+        lazy.row(full.n_states)
+    import pickle
+
+    again = pickle.loads(pickle.dumps(lazy))  # (a Dask worker's copy: the keys, not the decoded columns)
+    assert again._columns == {} and again.__dict__["_states"] is None
+    np.testing.assert_array_equal(again.column_at(0), full.states[:, 0])
     assert lazy.__dict__["_states"] is None  # none of that decoded every row
     old = ss.DECODE_BLOCK
     ss.DECODE_BLOCK = 7  # several blocks per column
