@@ -455,12 +455,13 @@ def _error_result(prop) -> Result:
 
 def _state_text(model, chain):
     """``state_text(i)``: state ``i`` as PRISM prints it, ``(x=1,b=true)`` (booleans by name)."""
+    from exactq.statespace import row_reader
+
     info = getattr(model, "info", None)
     variables = getattr(info, "variables", None)
     names = [v.name for v in variables] if variables else list(getattr(chain.space, "names", ()))
     bools = {v.name for v in variables if v.type == "bool"} if variables else set()
-    space = getattr(chain, "space", None)
-    row_of = space.row if hasattr(space, "row") else (lambda i: chain.states[i])  # (one row, not all of them)
+    row_of = row_reader(chain)
 
     def text(i: int) -> str:
         row = row_of(int(i))

@@ -32,7 +32,7 @@ import numpy as np
 
 from .errors import ModelError, NotApplicableError
 
-__all__ = ["Space", "StateSpace", "SortedSpace", "Packing", "hash_words", "colex_rank", "binomial_table", "RANK_LIMIT"]
+__all__ = ["Space", "StateSpace", "row_reader", "SortedSpace", "Packing", "hash_words", "colex_rank", "binomial_table", "RANK_LIMIT"]
 
 _MAX_KEY = np.iinfo(np.int64).max // 4
 #: ranks and mixed-radix indices stay below this (so that sums of them cannot overflow int64)
@@ -60,16 +60,31 @@ class Space:
         """Index of each row in the space, ``-1`` where the row is not a state."""
         raise NotImplementedError
 
+    def column_at(self, j: int) -> np.ndarray:
+        """Column ``j`` of :attr:`states` (a space that decodes its states reads that column alone)."""
+        return self.states[:, j]
+
+    def row(self, i: int) -> np.ndarray:
+        """State ``i`` (a space that decodes its states reads that row alone)."""
+        return self.states[int(i)]
+
     def column(self, name: str) -> np.ndarray:
-        return self.states[:, self.names.index(name)]
+        return self.column_at(self.names.index(name))
 
     def format_state(self, i: int) -> str:
         """``(q1=3, q2=0)`` for state ``i``."""
-        return "(" + ", ".join(f"{n}={v}" for n, v in zip(self.names, self.states[i])) + ")"
+        return "(" + ", ".join(f"{n}={v}" for n, v in zip(self.names, self.row(i))) + ")"
 
     def namespace(self) -> dict:
         """The state variables by name, for state expressions."""
-        return {n: self.states[:, k] for k, n in enumerate(self.names)}
+        return {n: self.column_at(k) for k, n in enumerate(self.names)}
+
+
+def row_reader(chain):
+    """``i -> state i`` of a chain: its space's :meth:`Space.row` (one row decoded, not all of them), or a row of
+    ``chain.states`` for a chain without such a space."""
+    space = getattr(chain, "space", None)
+    return space.row if hasattr(space, "row") else (lambda i: chain.states[int(i)])
 
 
 class StateSpace(Space):
@@ -240,17 +255,6 @@ class StateSpace(Space):
             return s[int(i)]
         i = range(self.n_states)[int(i)]  # (a negative index counts from the end; out of range: IndexError)
         return self.packing.decode(self.keys[i:i + 1, None] if not self.wide else self._words[i:i + 1])[0]
-
-    def column(self, name: str) -> np.ndarray:
-        return self.column_at(self.names.index(name))
-
-    def format_state(self, i: int) -> str:
-        """``(q1=3, q2=0)`` for state ``i``."""
-        return "(" + ", ".join(f"{n}={v}" for n, v in zip(self.names, self.row(i))) + ")"
-
-    def namespace(self) -> dict:
-        """The state variables by name, for state expressions."""
-        return {n: self.column_at(k) for k, n in enumerate(self.names)}
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -273,9 +273,10 @@ def _solver_names() -> tuple[list[str], list[str]]:
 
 
 def _default_state_text(chain):
+    from exactq.statespace import row_reader
+
     names = list(getattr(chain.space, "names", ())) or [f"x{k}" for k in range(chain.states.shape[1])]
-    space = getattr(chain, "space", None)
-    row_of = space.row if hasattr(space, "row") else (lambda i: chain.states[i])  # (one row, not all of them)
+    row_of = row_reader(chain)
 
     def text(i: int) -> str:
         row = row_of(int(i))

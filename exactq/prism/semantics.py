@@ -77,7 +77,7 @@ class EvalContext:
     def col(self, j: int) -> np.ndarray:
         c = self._cols.get(j)
         if c is None:
-            c = self._cols[j] = np.ascontiguousarray(self.states[:, j]) if self._column is None else self._column(j)
+            c = self._cols[j] = np.ascontiguousarray(self.states[:, j] if self._column is None else self._column(j))
         return c
 
     def bcol(self, j: int) -> np.ndarray:
