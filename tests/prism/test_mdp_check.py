@@ -96,6 +96,29 @@ endmodule
     assert np.allclose(rows.sum(axis=1), 1.0)
 
 
+def test_a_synchronisation_one_module_never_enables_adds_no_choice_and_keeps_the_others_actions():
+    # [dead] is enabled in m1 at x = 2 but never in m2 (y stays 0): the builder skips the group on every frontier,
+    # and the choices of the actions after it keep their names; the chain is that of the file without [dead]
+    text = """mdp
+module m1 x : [0..2] init 0;
+  [dead] x=2 -> (x'=0);
+  [go] x<2 -> 0.5 : (x'=x+1) + 0.5 : true;
+  [stay] true -> true;
+endmodule
+module m2 y : [0..1] init 0;
+  [dead] y=1 -> (y'=0);
+  [go] true -> true;
+endmodule
+"""
+    mdp = load_prism("s.nm", text=text).built.chain
+    plain = load_prism("p.nm", text=text.replace("[dead] x=2 -> (x'=0);", "")
+                       .replace("[dead] y=1 -> (y'=0);", "")).built.chain
+    names = [mdp.action_names[a] for a in mdp.actions]
+    assert names == [plain.action_names[a] for a in plain.actions] == ["go", "stay", "go", "stay", "stay"]
+    assert mdp.choice_counts.tolist() == [2, 2, 1]
+    assert (mdp.P != plain.P).nnz == 0 and np.array_equal(mdp.states, plain.states)
+
+
 def test_deadlocks_get_one_self_loop_choice_as_in_prism():
     text = "mdp\nmodule m x : [0..1] init 0;\n  [go] x=0 -> (x'=1);\nendmodule\n"
     with pytest.warns(Warning, match="deadlocked state"):
