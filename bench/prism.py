@@ -52,6 +52,7 @@ Usage::
     python bench/prism.py --out bench/results_prism.json
     python bench/prism.py --show bench/results_prism.json
     python bench/prism.py --summary bench/results_prism.json bench/results_prism_repeats.json
+    python bench/prism.py --repeat 3 --variants exactq,storm_default   # each case 3 times, interleaved: medians
 
 One JSON document goes to stdout (or ``--out``); a table goes to stderr. The workers run with
 exactq's bytecode compiled first, as on an installed copy (bench/installed.py; until 2026-12-02
@@ -312,6 +313,30 @@ def run_worker(args: list, timeout: float) -> dict:
 
 
 # ----------------------------------------------------------------------------- driver
+def _sample_seconds(out: dict) -> float | None:
+    """A sample's time: the whole process for exactq_cli, else the in-process build and every property."""
+    return out.get("process_seconds") if "process_seconds" in out else _total(out)
+
+
+def _values(out: dict) -> list:
+    return [r.get("value") for r in out.get("results", [])]
+
+
+def median_sample(samples: list) -> dict:
+    """The sample of median time (the lower of the two middle ones for an even count), with ``repeats``: every
+    sample's time and whether all gave the same values. A sample that failed (a timeout, an error) is returned as
+    it is: the variant is not run again after it."""
+    if len(samples) == 1:
+        return samples[0]
+    failed = [s for s in samples if "error" in s or _sample_seconds(s) is None]
+    if failed:
+        return {**failed[0], "repeats": {"count": len(samples), "failed": len(failed)}}
+    ranked = sorted(samples, key=_sample_seconds)
+    chosen = ranked[(len(ranked) - 1) // 2]
+    return {**chosen, "repeats": {"count": len(samples), "seconds": [_sample_seconds(s) for s in samples],
+                                  "values_identical": all(_values(s) == _values(samples[0]) for s in samples)}}
+
+
 def _rel(a, b) -> float | None:
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
         return None
@@ -457,6 +482,9 @@ def main(argv=None) -> int:
     ap.add_argument("--first-steady", action="store_true", help="check only the first steady-state property")
     ap.add_argument("--append", metavar="FILE", help="add the runs to this JSON document (created if missing)")
     ap.add_argument("--timeout", type=float, default=290.0, help="seconds per worker")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run every variant of a case this many times, interleaved, and keep each variant's median "
+                         "sample (an odd number; the others' times are kept in the variant's 'repeats')")
     ap.add_argument("--out")
     ap.add_argument("--show")
     ap.add_argument("--summary", nargs="+", metavar="FILE",
@@ -465,6 +493,8 @@ def main(argv=None) -> int:
                     help="measure even when the catalogue index does not match the sources (refused otherwise)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error(f"--repeat must be at least 1; got {args.repeat}")
     if args.worker:
         w = json.loads(args.worker)
         if w[0] == "exactq":
@@ -521,9 +551,16 @@ def main(argv=None) -> int:
                          "size": size[0] if len(size) == 1 else list(size), "size_label": _label(size),
                          "parameter": pnames[0] if len(pnames) == 1 else list(pnames), "constants": consts,
                          "properties": props}
+                samples: dict = {v: [] for v in variants}
+                for k in range(args.repeat):
+                    # interleaved rounds, the order reversed every other round: a slow minute of the machine
+                    # falls on both tools' samples, and the median sample of each leaves it out
+                    for v in (variants if k % 2 == 0 else variants[::-1]):
+                        if samples[v] and "error" in samples[v][-1]:
+                            continue  # a timeout or failure is not run again
+                        samples[v].append(run_worker([v, path, consts, props], args.timeout))
                 for v in variants:
-                    wargs = [v, path, consts, props]
-                    entry[v] = run_worker(wargs, args.timeout)
+                    entry[v] = median_sample(samples[v])
                 compare(entry)
                 doc["runs"].append(entry)
                 print(table({"runs": [entry]}).splitlines()[-1], file=sys.stderr, flush=True)
