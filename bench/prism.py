@@ -14,9 +14,10 @@ descriptions (none is a copy of the PRISM benchmark suite's files):
   system, the DTMCs gambler's ruin and zeroconf (results in bench/results_prism_heldout.md),
 
 at growing sizes (the "full" sizes of each file reach those at which Storm's default engine
-takes about 0.1-100 s, the range of issue 20; about 15 of the 40 are smaller, Storm under 0.1 s, and
-show the fixed costs of a check; ``--summary`` reports both populations). Each configuration runs in a fresh subprocess (so that its peak
-resident memory is its own) with a timeout:
+takes about 0.1-100 s, the range of issue 20; 12-15 of the 40, by the machine's speed, are
+smaller, Storm under 0.1 s, and show the fixed costs of a check; ``--summary`` reports both
+populations). Each configuration runs in a fresh subprocess (so that its peak resident memory is
+its own) with a timeout:
 
 ``exactq``
     ``exactq.load_prism`` + the build (explore and assemble the chain), then
