@@ -1426,7 +1426,7 @@ class _Search:
         self.word_chunks = None
         # the rows in key order are decoded from the keys (one word) or the words when first read (2.6x faster than
         # scattering the discovered rows, 1.3M states of 19 variables), and a column alone when only it is read
-        space = StateSpace._presorted(None, self.names, self.packing, sorted_keys, words, self.seed)
+        space = StateSpace._presorted(self.names, self.packing, sorted_keys, words, self.seed)
         itype = np.int32 if n < 2**31 else np.int64
         src = np.empty(m, dtype=itype)
         dst = np.empty(m, dtype=itype)

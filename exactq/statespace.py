@@ -175,11 +175,11 @@ class StateSpace(Space):
         raise NotApplicableError(f"state keys collided under {_MAX_RESEEDS} hash seeds; report this as a bug")
 
     @classmethod
-    def _presorted(cls, states, names, packing: "Packing", keys, words, seed: int) -> "StateSpace":
+    def _presorted(cls, names, packing: "Packing", keys, words, seed: int) -> "StateSpace":
         """A space from distinct states already sorted by key (what an exploration found).
 
-        ``states`` may be None: the rows are then decoded from the keys (or ``words``) when
-        :attr:`states` is first read, and a column alone by :meth:`column_at`.
+        The rows are decoded from the keys (or ``words``) when :attr:`states` is first read,
+        and a column alone by :meth:`column_at`.
         """
         self = cls.__new__(cls)
         self.names = tuple(names)
@@ -190,9 +190,6 @@ class StateSpace(Space):
         self.keys = keys
         self._states = None
         self._columns = {}
-        if states is not None:
-            self.states = states
-            self.states.flags.writeable = False
         self.seed = seed
         if self.wide:
             self._words = words

@@ -146,8 +146,7 @@ def test_an_explored_space_decodes_its_rows_and_columns_when_read(d, wide, data)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     X = (lo + (rng.random((n, d)) * (hi - lo + 1)).astype(np.int64)).astype(np.int64)
     full = StateSpace(X, [f"x{j}" for j in range(d)], lo=lo, hi=hi)
-    lazy = StateSpace._presorted(None, full.names, full.packing, full.keys, getattr(full, "_words", None),
-                                 full.seed)
+    lazy = StateSpace._presorted(full.names, full.packing, full.keys, getattr(full, "_words", None), full.seed)
     assert lazy.n_states == full.n_states and "_states" in lazy.__dict__ and lazy.__dict__["_states"] is None
     first = data.draw(st.lists(st.integers(0, d - 1), max_size=d))
     for j in first:  # some columns alone first, as the checks read them
